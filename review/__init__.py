@@ -1,0 +1,1 @@
+"""Ratchet's operator dashboard app: approvals, review cases and trace evidence."""

@@ -1,0 +1,166 @@
+"""Persistence of the durable runtime (DESIGN.md sections 3-5).
+
+* ``Run``: identity, phase and the lease (``owner_worker``, ``lease_version``, ``lease_expires_at``,
+  ``state_version``) judged by the database clock.
+* ``Checkpoint``: append-only signed envelopes; several rows may share a generation (an orphan
+  left by a crash before the HWM CAS), only the one the HWM names is committed.
+* ``HighWaterMark``: the external monotonic generation per (task_id, run_id, environment_instance_id),
+  possibly in its own database (``RATCHET_HWM_DATABASE_URL``), so it has no foreign keys.
+* ``TraceEvent``: append-only, hash-chained evidence.
+* ``Attachment``: content-addressed bytes (sha256), stored once through the storage API.
+
+State changes go through the services (``checkpoints``, ``leases``, ``trace``, ``attachments``);
+append-only models refuse updates and deletes at the model layer too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models.functions import Now
+
+from runtime.core.checkpoint import Phase as CorePhase
+
+
+class Phase(models.TextChoices):
+    RUNNING = CorePhase.RUNNING.value, "running"
+    PENDING = CorePhase.PENDING.value, "pending"
+    AWAITING_APPROVAL = CorePhase.AWAITING_APPROVAL.value, "awaiting approval"
+    NEEDS_REVIEW = CorePhase.NEEDS_REVIEW.value, "needs review"
+    COMPLETED = CorePhase.COMPLETED.value, "completed"
+    FAILED = CorePhase.FAILED.value, "failed"
+    CANCELLED = CorePhase.CANCELLED.value, "cancelled"
+
+
+class AppendOnlyError(Exception):
+    """Raised when code tries to update or delete an append-only row."""
+
+
+class AppendOnly(models.Model):
+    """Rows are written once; ``save`` on an existing row and ``delete`` raise."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} rows are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise AppendOnlyError(f"{type(self).__name__} rows are append-only")
+
+
+class Run(models.Model):
+    """One agent run and its lease. ``state_version`` advances with every committed checkpoint."""
+
+    run_id = models.CharField(max_length=64, primary_key=True)
+    tenant_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200)
+    task_version = models.CharField(max_length=200)
+    policy_id = models.CharField(max_length=200)
+    policy_version = models.CharField(max_length=200)
+    environment_instance_id = models.CharField(max_length=200)
+    scenario_fingerprint = models.CharField(max_length=71)
+    phase = models.CharField(max_length=32, choices=Phase.choices, default=Phase.RUNNING)
+    stop_reason = models.CharField(max_length=64, blank=True, default="")
+    spec = models.JSONField(default=dict, blank=True)
+    """The task spec the run was started with (so ``resume RUN_ID`` needs nothing else)."""
+
+    owner_worker = models.CharField(max_length=200, blank=True, default="")
+    lease_version = models.BigIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    state_version = models.BigIntegerField(default=0)
+    generation = models.BigIntegerField(default=0)
+    """Mirror of the committed generation for listing; the HWM is authoritative."""
+
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["phase", "lease_expires_at"]),
+            models.Index(fields=["tenant_id", "task_id"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} ({self.phase})"
+
+
+class Checkpoint(AppendOnly):
+    """One signed checkpoint envelope (canonical JSON bytes) as written."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="checkpoints")
+    generation = models.BigIntegerField()
+    envelope = models.BinaryField()
+    digest = models.CharField(max_length=71)
+    key_id = models.CharField(max_length=64)
+    schema_version = models.IntegerField()
+    lease_version = models.BigIntegerField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "generation"])]
+        constraints = [models.UniqueConstraint(fields=["run", "digest"], name="checkpoint_unique_digest")]
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.run_id}@{self.generation}"
+
+
+class HighWaterMark(models.Model):
+    """External monotonic generation per (task_id, run_id, environment_instance_id) (DESIGN.md s.4).
+
+    Only compare-and-set updates touch ``generation``; see ``runtime.checkpoints``.
+    """
+
+    task_id = models.CharField(max_length=200)
+    run_id = models.CharField(max_length=64)
+    environment_instance_id = models.CharField(max_length=200)
+    generation = models.BigIntegerField(default=0)
+    checkpoint_digest = models.CharField(max_length=71, blank=True, default="")
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task_id", "run_id", "environment_instance_id"], name="hwm_unique_scope"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"hwm {self.task_id}/{self.run_id}/{self.environment_instance_id}={self.generation}"
+
+
+class TraceEvent(AppendOnly):
+    """One hash-chained trace event: ``hash = H(prev_hash, seq, type, payload, env version, at)``."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="trace_events")
+    seq = models.BigIntegerField()
+    event_type = models.CharField(max_length=64)
+    payload = models.JSONField(default=dict)
+    environment_version = models.CharField(max_length=200, blank=True, default="")
+    prev_hash = models.CharField(max_length=71)
+    hash = models.CharField(max_length=71)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="trace_unique_seq")]
+        indexes = [models.Index(fields=["run", "event_type"])]
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"trace {self.run_id}#{self.seq} {self.event_type}"
+
+
+class Attachment(AppendOnly):
+    """Content-addressed bytes; ``digest`` is ``sha256:<hex>`` of the content."""
+
+    digest = models.CharField(max_length=71, primary_key=True)
+    size = models.BigIntegerField()
+    content_type = models.CharField(max_length=100, default="application/octet-stream")
+    storage_name = models.CharField(max_length=300)
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"attachment {self.digest} ({self.size} bytes)"

@@ -1,0 +1,171 @@
+"""Ratchet settings: one module, every knob from an environment variable with a safe default.
+
+Embedded default: a SQLite file under ``var/`` (WAL, IMMEDIATE transactions, busy timeout) and a
+Celery broker that needs no server (SQLAlchemy transport on another SQLite file). Production:
+``DATABASE_URL=postgres://...`` and ``CELERY_BROKER_URL=redis://...`` or ``amqp://...``.
+
+A malformed value raises ``ImproperlyConfigured`` naming the variable (house style 9).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+
+def _var_dir() -> Path:
+    path = Path(env.str("RATCHET_VAR_DIR", default=str(BASE_DIR / "var")))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+VAR_DIR = _var_dir()
+
+
+def _typed(name: str, cast: Any, default: Any) -> Any:
+    """Read ``name`` with ``cast``; a malformed value is a loud ImproperlyConfigured."""
+    try:
+        return cast(name, default=default)
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(f"environment variable {name} is malformed: {exc}") from None
+
+
+def _database(name: str, default: str | None) -> dict[str, Any] | None:
+    url = env.str(name, default=default)
+    if url is None:
+        return None
+    try:
+        config = environ.Env.db_url_config(url)
+    except (ValueError, KeyError, ImproperlyConfigured) as exc:
+        raise ImproperlyConfigured(f"environment variable {name} is not a database URL: {exc}") from None
+    engine = config.get("ENGINE", "")
+    if engine.endswith("sqlite3"):
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": _typed("RATCHET_SQLITE_BUSY_TIMEOUT", env.float, 30.0),
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+        }
+    elif engine.endswith("postgresql"):
+        config.setdefault("CONN_MAX_AGE", 0)
+        config["CONN_HEALTH_CHECKS"] = True
+    else:
+        raise ImproperlyConfigured(f"{name} must point at SQLite or PostgreSQL, not {engine!r}")
+    config.setdefault("TEST", {})
+    return config
+
+
+DEBUG = _typed("RATCHET_DEBUG", env.bool, False)
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+if not SECRET_KEY:
+    # Embedded default: a per-install secret kept beside the database, never in the repo.
+    _secret_file = VAR_DIR / "django-secret-key"
+    if not _secret_file.exists():
+        import secrets as _secrets
+
+        _secret_file.touch(mode=0o600)
+        _secret_file.write_text(_secrets.token_urlsafe(50))
+    SECRET_KEY = _secret_file.read_text().strip()
+
+ALLOWED_HOSTS = _typed("ALLOWED_HOSTS", env.list, ["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "runtime.apps.RuntimeConfig",
+    "review.apps.ReviewConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "runtime.urls"
+WSGI_APPLICATION = "runtime.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+DATABASES: dict[str, Any] = {
+    "default": _database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'ratchet.sqlite3'}"),
+}
+_hwm = _database("RATCHET_HWM_DATABASE_URL", None)
+if _hwm is not None:
+    # DESIGN.md section 4: the high-water mark may live outside the checkpoint store.
+    DATABASES["hwm"] = _hwm
+DATABASE_ROUTERS = ["runtime.routers.HighWaterMarkRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+USE_TZ = True
+TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en-us"
+USE_I18N = False
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+MEDIA_ROOT = Path(env.str("RATCHET_MEDIA_ROOT", default=str(VAR_DIR / "media")))
+STORAGES = {
+    # Attachments go through the storage API so a multi-machine deployment can use object storage.
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+LOGIN_URL = "/accounts/login/"
+
+# --- Ratchet runtime -------------------------------------------------------------------------
+RATCHET_KEY_FILE = Path(env.str("RATCHET_KEY_FILE", default=str(VAR_DIR / "keys.json")))
+RATCHET_CREATE_KEY_FILE = _typed("RATCHET_CREATE_KEY_FILE", env.bool, True)
+RATCHET_LEASE_SECONDS = _typed("RATCHET_LEASE_SECONDS", env.float, 30.0)
+if RATCHET_LEASE_SECONDS <= 0:
+    raise ImproperlyConfigured("environment variable RATCHET_LEASE_SECONDS must be > 0")
+RATCHET_WORKER_ID = env.str("RATCHET_WORKER_ID", default="")
+
+# --- Celery ----------------------------------------------------------------------------------
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
+}
