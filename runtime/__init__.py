@@ -1,5 +1,20 @@
-"""Ratchet's Django project package and durable runtime app."""
+"""Ratchet's Django project package and durable runtime app.
 
-from runtime.celery import app as celery_app
+The Celery app is loaded lazily (``runtime.celery_app``, or ``RuntimeConfig.ready()`` in Django
+processes) so that importing the framework-free ``runtime.core`` does not drag in Celery and
+Django (DESIGN.md section 2). ``celery -A runtime`` still finds ``runtime.celery.app``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ("celery_app",)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "celery_app":
+        from runtime.celery import app
+
+        return app
+    raise AttributeError(f"module 'runtime' has no attribute {name!r}")

@@ -10,4 +10,6 @@ class RuntimeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from runtime import checks  # noqa: F401  (registers system checks)
+        # ``checks`` registers the system checks; importing ``celery`` binds @shared_task to this
+        # app, now that runtime/__init__.py loads it lazily (to keep runtime.core Django-free).
+        from runtime import celery, checks  # noqa: F401

@@ -17,7 +17,7 @@ from typing import Any
 
 import rfc8785
 
-from runtime.errors import CanonicalizationError, DigestFormatError
+from runtime.errors import CanonicalizationError, DigestFormatError, UnknownDigestKindError
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -43,23 +43,38 @@ def canonical_json(value: Any) -> bytes:
         value: a JSON value: dict with str keys, list, tuple, str, int, float, bool, None.
 
     Raises:
-        CanonicalizationError: for NaN/Infinity, integers outside IEEE-754 double range,
-            non-str keys or any non-JSON type (sets, bytes, datetimes, arbitrary objects).
+        CanonicalizationError: for NaN/Infinity, integers outside the exactly representable
+            range of an IEEE-754 double (|n| >= 2**53), non-str keys, strings that are not valid
+            Unicode (lone surrogates), nesting too deep to walk, or any non-JSON type (sets,
+            bytes, datetimes, Decimals, arbitrary objects).
     """
     try:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
         raise CanonicalizationError(f"value cannot be canonicalised: {exc}") from None
+    except RecursionError:
+        # A hostile or runaway structure must fail typed, not crash the worker with a bare error.
+        raise CanonicalizationError("value is nested too deeply to canonicalise") from None
 
 
 def sha256_hex(data: bytes) -> str:
-    """Plain SHA-256 of ``data`` as 64 lowercase hex characters."""
+    """Plain SHA-256 of ``data`` as 64 lowercase hex characters.
+
+    Only for content addressing and corruption checks: a plain hash proves nothing about who
+    wrote the data (DESIGN.md section 4), that is what the keyrings are for.
+    """
     return hashlib.sha256(data).hexdigest()
 
 
 def digest_bytes(data: bytes) -> str:
-    """Untagged content digest ``sha256:<hex>`` of raw bytes (content-addressed attachments)."""
-    return "sha256:" + sha256_hex(data)
+    """Untagged content digest ``sha256:<hex>`` of raw bytes (content-addressed attachments).
+
+    Raises:
+        CanonicalizationError: ``data`` is not bytes-like (a str would hash an encoding guess).
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CanonicalizationError(f"digest_bytes needs bytes, got {type(data).__name__}")
+    return "sha256:" + sha256_hex(bytes(data))
 
 
 def digest(kind: DigestKind | str, value: Any) -> str:
@@ -73,9 +88,13 @@ def digest(kind: DigestKind | str, value: Any) -> str:
         ``"sha256:" + 64 lowercase hex``.
 
     Raises:
+        UnknownDigestKindError: ``kind`` is not a :class:`DigestKind`.
         CanonicalizationError: if ``value`` is not canonical-JSON serialisable.
     """
-    tag = str(DigestKind(kind)).encode("ascii")
+    try:
+        tag = str(DigestKind(kind)).encode("ascii")
+    except ValueError:
+        raise UnknownDigestKindError(f"unknown digest kind {kind!r:.40}") from None
     return "sha256:" + sha256_hex(tag + b"\x00" + canonical_json(value))
 
 

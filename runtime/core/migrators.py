@@ -6,14 +6,21 @@ migration path raises :class:`CheckpointMigrationError`; the stored row is never
 operator can handle it by hand.
 
 The MAC is verified over the original bytes before migration (see
-``runtime.core.checkpoint.open_envelope``); migrated output is re-validated by the caller.
+``runtime.core.checkpoint.open_envelope``); migrated output is re-validated by the caller, and a
+migrated checkpoint that is not valid at the current version is a migration error too. Each
+migrator must produce *every* field of its target version: stored checkpoints are complete.
+
+History:
+    v1 -> v2  cost as integer micro-units instead of float dollars; replan epochs and
+              quarantined keys (reviewer ``replan`` decisions) arrive.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from runtime.errors import CheckpointMigrationError
@@ -25,11 +32,18 @@ MIGRATORS: dict[int, Migrator] = {}
 
 
 def migrator(from_version: int) -> Callable[[Migrator], Migrator]:
-    """Register a migrator from ``from_version`` to ``from_version + 1``."""
+    """Register a migrator from ``from_version`` to ``from_version + 1``.
+
+    Raises:
+        CheckpointMigrationError: a migrator from that version is already registered (two
+            would make the chain ambiguous); raised at import time.
+    """
 
     def register(fn: Migrator) -> Migrator:
         if from_version in MIGRATORS:
-            raise RuntimeError(f"two migrators registered from schema v{from_version}")
+            raise CheckpointMigrationError(
+                f"two migrators registered from schema v{from_version}", schema_version=from_version
+            )
         MIGRATORS[from_version] = fn
         return fn
 
@@ -37,12 +51,18 @@ def migrator(from_version: int) -> Callable[[Migrator], Migrator]:
 
 
 def _usd_to_micros(value: Any, *, field: str, run_id: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    """Exact conversion of v1 float dollars to integer micro-units, or a migration error.
+
+    ``Decimal(repr(float))`` is the shortest decimal that round-trips the float, i.e. what the
+    v1 writer meant (0.1 -> 100000, not 100000.0000000000055...). A value finer than one
+    micro-unit cannot be represented in v2 and is refused rather than rounded: rounding money
+    silently is exactly what the migration exists to stop.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise CheckpointMigrationError(f"v1 field {field} is not a number", run_id=run_id)
-    try:
-        micros = Decimal(str(value)) * 1_000_000
-    except InvalidOperation:
-        raise CheckpointMigrationError(f"v1 field {field} is not a number", run_id=run_id) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CheckpointMigrationError(f"v1 field {field} is not finite", run_id=run_id)
+    micros = Decimal(repr(value)) * 1_000_000
     if micros < 0 or micros != micros.to_integral_value():
         raise CheckpointMigrationError(
             f"v1 field {field} is negative or finer than one micro-unit", run_id=run_id
@@ -55,21 +75,45 @@ def v1_to_v2(body: dict[str, Any]) -> dict[str, Any]:
     """v1 -> v2.
 
     v1 kept cost as floating-point dollars (``limits.cost_usd``, ``usage.cost_usd``), which do not
-    add up exactly; v2 keeps integer micro-units (``cost_micros``). v1 also had no replan epoch and
-    no quarantined keys (review decisions arrived in v2); both start empty.
+    add up exactly; v2 keeps integer micro-units (``cost_micros``). v1 also had no replan epoch
+    (neither on the run nor on its pending action) and no quarantined keys (review decisions
+    arrived in v2); they start at epoch 0 and empty. A v1 body that already has any of the v2
+    fields is not a v1 body and is refused.
+
+    Raises:
+        CheckpointMigrationError: no payload, a missing or unconvertible ``cost_usd``, or v2
+            fields already present.
     """
     out = copy.deepcopy(body)
     run_id = out.get("run_id")
     payload = out.get("payload")
     if not isinstance(payload, dict):
         raise CheckpointMigrationError("v1 checkpoint has no payload object", run_id=run_id)
+    pending = payload.get("pending")
+    if pending is not None and not isinstance(pending, dict):
+        raise CheckpointMigrationError("v1 payload.pending is not an object", run_id=run_id)
+    v2_only = [f"payload.{k}" for k in ("replan_epoch", "quarantined_keys") if k in payload]
+    if pending is not None and "replan_epoch" in pending:
+        v2_only.append("payload.pending.replan_epoch")
     for section in ("limits", "usage"):
         part = payload.get(section)
         if not isinstance(part, dict) or "cost_usd" not in part:
             raise CheckpointMigrationError(f"v1 payload.{section} has no cost_usd", run_id=run_id)
-        part["cost_micros"] = _usd_to_micros(part.pop("cost_usd"), field=f"{section}.cost_usd", run_id=run_id)
-    payload.setdefault("replan_epoch", 0)
-    payload.setdefault("quarantined_keys", [])
+        if "cost_micros" in part:
+            v2_only.append(f"payload.{section}.cost_micros")
+    if v2_only:
+        raise CheckpointMigrationError(
+            "checkpoint says schema v1 but has v2 fields: " + ", ".join(v2_only), run_id=run_id
+        )
+    for section in ("limits", "usage"):
+        part = payload[section]
+        part["cost_micros"] = _usd_to_micros(
+            part.pop("cost_usd"), field=f"{section}.cost_usd", run_id=run_id
+        )
+    payload["replan_epoch"] = 0
+    payload["quarantined_keys"] = []
+    if pending is not None:
+        pending["replan_epoch"] = 0
     out["schema_version"] = 2
     return out
 
@@ -77,26 +121,50 @@ def v1_to_v2(body: dict[str, Any]) -> dict[str, Any]:
 def migrate_envelope(body: dict[str, Any]) -> dict[str, Any]:
     """Migrate an envelope dict to the current schema version by chaining migrators.
 
+    Args:
+        body: the parsed envelope (its MAC already verified); it is not modified.
+
+    Returns:
+        A new envelope dict at the current schema version (its ``mac`` is the original one, over
+        the original bytes; callers must not re-verify it against the migrated body).
+
     Raises:
-        CheckpointMigrationError: version newer than this code, or no migrator for a step.
+        CheckpointMigrationError: version newer than this code, no migrator for a step, or a
+            migrator that failed or produced the wrong version. The error names the run id,
+            generation and the version the checkpoint was stored at.
     """
     from runtime.core.checkpoint import SCHEMA_VERSION
 
     version = body.get("schema_version")
-    run_id = body.get("run_id")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise CheckpointMigrationError("checkpoint has no integer schema_version", run_id=run_id)
+    ids = {
+        "run_id": body.get("run_id") if isinstance(body.get("run_id"), str) else None,
+        "generation": body.get("generation") if type(body.get("generation")) is int else None,
+        "schema_version": version if type(version) is int else None,
+    }
+    if type(version) is not int:
+        raise CheckpointMigrationError("checkpoint has no integer schema_version", **ids)
     if version > SCHEMA_VERSION:
         raise CheckpointMigrationError(
-            f"checkpoint schema v{version} is newer than this runtime (v{SCHEMA_VERSION})",
-            run_id=run_id,
+            f"checkpoint schema v{version} is newer than this runtime (v{SCHEMA_VERSION})", **ids
         )
     while version < SCHEMA_VERSION:
         step = MIGRATORS.get(version)
         if step is None:
-            raise CheckpointMigrationError(f"no migrator from schema v{version}", run_id=run_id)
-        body = step(body)
-        if body.get("schema_version") != version + 1:
-            raise CheckpointMigrationError(f"migrator from v{version} did not produce v{version + 1}")
+            raise CheckpointMigrationError(f"no migrator from schema v{version}", **ids)
+        try:
+            body = step(body)
+        except CheckpointMigrationError as exc:
+            known = {k: v for k, v in ids.items() if v is not None}
+            raise CheckpointMigrationError(exc.message, **{**exc.context, **known}) from None
+        except Exception as exc:
+            # A buggy migrator (KeyError on an odd v1 body, a canonicalisation error...) must
+            # still fail typed and closed, so the checkpoint goes to manual handling.
+            raise CheckpointMigrationError(
+                f"migrator from v{version} failed with {type(exc).__name__}", **ids
+            ) from None
+        if not isinstance(body, dict) or body.get("schema_version") != version + 1:
+            raise CheckpointMigrationError(
+                f"migrator from v{version} did not produce v{version + 1}", **ids
+            )
         version += 1
     return body
