@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+from runtime.core.signing import TrustRoot
+from tests.helpers.keys import TestKey, make_test_key
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark PostgreSQL-only tests to skip on SQLite; under CI they run in the PostgreSQL pass."""
@@ -16,3 +19,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def ratchet_keys(monkeypatch: pytest.MonkeyPatch) -> dict[str, TestKey]:
+    """Fresh keys for every trust root, set in ``RATCHET_<ROOT>_KEYS`` for this process and its
+    children; returns ``root name -> TestKey``."""
+    keys = {}
+    for root in TrustRoot:
+        key = make_test_key(root, f"{root.value}-test-1")
+        monkeypatch.setenv(f"RATCHET_{root.value.upper()}_KEYS", key.spec)
+        keys[root.value] = key
+    return keys

@@ -1,0 +1,88 @@
+"""``manage.py checkpoint show|verify RUN_ID``: look at and verify stored checkpoints.
+
+* ``checkpoint show RUN_ID [--generation N]`` prints the stored envelope JSON of the committed
+  generation (or every row of generation N, orphans included) with its verification status.
+* ``checkpoint verify RUN_ID`` exits 0 with ``valid: run RUN_ID generation G`` when the committed
+  checkpoint verifies (MAC, schema, invariants, HWM generation and digest, identity, the scenario
+  fingerprint recorded on the run), else exits non-zero with the typed error's message.
+
+Output never contains key material: envelopes carry only key ids and MACs (DESIGN.md section 4).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runtime.checkpoints import (
+    CheckpointReport,
+    checkpoint_hwm,
+    checkpoint_inspect,
+    checkpoint_verify,
+)
+from runtime.errors import RatchetError
+
+
+class Command(BaseCommand):
+    help = "Show or verify a run's stored checkpoints."
+    # A forensic tool must still run when an unrelated part of the project fails its system
+    # checks; the keyring problems runtime.E001 would report surface here as typed errors anyway.
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        show = sub.add_parser("show", help="print a stored checkpoint envelope and its status")
+        show.add_argument("run_id")
+        show.add_argument(
+            "--generation", type=int, default=None, help="show this generation's rows"
+        )
+        verify = sub.add_parser("verify", help="verify the committed checkpoint (exit 0 if valid)")
+        verify.add_argument("run_id")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            if options["action"] == "show":
+                self._show(options["run_id"], options["generation"])
+            else:
+                restored = checkpoint_verify(run_id=options["run_id"])
+                self.stdout.write(
+                    f"valid: run {options['run_id']} generation {restored.generation}"
+                )
+        except RatchetError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _show(self, run_id: str, generation: int | None) -> None:
+        if generation is None:
+            hwm = checkpoint_hwm(run_id=run_id)  # HighWaterMarkMissingError -> CommandError
+            reports = [
+                r
+                for r in checkpoint_inspect(run_id=run_id, generation=hwm.generation)
+                if r.committed
+            ]
+            if not reports:
+                raise CommandError(
+                    f"no stored checkpoint matches the high-water mark (run_id={run_id}, "
+                    f"generation={hwm.generation}); use --generation N to inspect stored rows"
+                )
+        else:
+            reports = checkpoint_inspect(run_id=run_id, generation=generation)
+            if not reports:
+                raise CommandError(
+                    f"no stored checkpoint (run_id={run_id}, generation={generation})"
+                )
+        for report in reports:
+            self._print(report)
+
+    def _print(self, report: CheckpointReport) -> None:
+        self.stdout.write(
+            f"# generation {report.generation} digest {report.digest} key id {report.key_id} "
+            f"schema v{report.schema_version} lease version {report.lease_version} "
+            f"{'committed' if report.committed else 'not committed'}"
+        )
+        self.stdout.write(f"# status: {report.status}")
+        if report.envelope is None:
+            self.stdout.write("# the stored bytes are not a JSON object")
+        else:
+            self.stdout.write(json.dumps(report.envelope, indent=2, sort_keys=True))

@@ -1,0 +1,1 @@
+"""Helpers for tests that drive real child processes (crash and concurrency tests)."""

@@ -1,0 +1,234 @@
+"""Crash safety with real processes: a worker SIGKILLed at each step of a commit.
+
+DESIGN.md section 4: "a crash between writing checkpoint g+1 and advancing the HWM leaves g intact
+and recoverable"; section 8: kill the process before and after every persistence step. A child
+worker arms one crash point (``RATCHET_CRASH_AT``) and SIGKILLs itself there; the test then
+inspects the database and lets a restarted worker recover.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.conf import settings
+
+from runtime.checkpoints import checkpoint_hwm, checkpoint_restore
+from runtime.models import Checkpoint, Run, TraceEvent
+from runtime.trace import trace_verify
+from tests.factories import scenario_fingerprint
+from tests.helpers.procs import KILLED, child_env, run_manage, run_worker
+
+POINTS = ["checkpoint.after_append", "checkpoint.before_hwm_cas", "checkpoint.after_hwm_cas"]
+
+
+def _new_run(env: dict[str, str] | None = None) -> str:
+    run_id = uuid.uuid4().hex
+    created = run_worker(
+        "create", "--run-id", run_id, "--worker", "worker-a", "--marker", "g1", env=env
+    )
+    assert created.last["outcome"] == "created", created.stderr
+    return run_id
+
+
+def _crash(run_id: str, point: str, env: dict[str, str]) -> None:
+    killed = run_worker(
+        "commit",
+        "--run-id",
+        run_id,
+        "--worker",
+        "worker-a",
+        "--marker",
+        "g2",
+        env={**env, "RATCHET_CRASH_AT": point},
+    )
+    assert killed.returncode == KILLED, (killed.returncode, killed.stderr)
+    assert not [e for e in killed.events if e.get("outcome") == "committed"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("point", POINTS)
+def test_a_worker_killed_before_the_commit_point_leaves_g_restorable_and_g_plus_1_ignored(
+    point, start_run
+):
+    state, _ = start_run(worker="worker-a", planner_state={"marker": "g1"})
+    run_id = state.identity.run_id
+    state_version = Run.objects.get(run_id=run_id).state_version
+
+    _crash(run_id, point, child_env())
+
+    # With one database even "after_hwm_cas" is before the commit: the transaction never committed.
+    assert checkpoint_hwm(run_id=run_id).generation == 1
+    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 1  # the orphan
+    restored = checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
+    assert (restored.generation, restored.state.planner_state["marker"]) == (1, "g1")
+    run = Run.objects.get(run_id=run_id)
+    assert (run.state_version, run.generation) == (state_version, 1)
+    assert not TraceEvent.objects.filter(run_id=run_id, payload__generation=2).exists()
+    assert trace_verify(run_id=run_id).ok
+
+    # The restarted worker (same id, new fencing token) recovers and commits g+1 afresh.
+    again = run_worker("commit", "--run-id", run_id, "--worker", "worker-a", "--marker", "g2-again")
+    assert again.last == {**again.last, "outcome": "committed", "generation": 2}, again.stderr
+    restored = checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
+    assert (restored.generation, restored.state.planner_state["marker"]) == (2, "g2-again")
+    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 2
+    assert trace_verify(run_id=run_id).ok
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_point_can_fire_on_its_nth_hit(start_run):
+    run_id = start_run(worker="worker-a")[0].identity.run_id
+
+    killed = run_worker(
+        "commit",
+        "--run-id",
+        run_id,
+        "--worker",
+        "worker-a",
+        "--marker",
+        "m",
+        "--times",
+        "3",
+        env=child_env(RATCHET_CRASH_AT="checkpoint.before_hwm_cas:3"),
+    )
+
+    assert killed.returncode == KILLED
+    assert [e["generation"] for e in killed.events if e["outcome"] == "committed"] == [2, 3]
+    restored = checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
+    assert (restored.generation, restored.state.planner_state["marker"]) == (3, "m-2")
+
+
+# --- the HWM in its own database -------------------------------------------------------------
+
+
+class SplitStores:
+    """A main database and a separate HWM database, both readable without Django."""
+
+    def __init__(self, env: dict[str, str], main: str, hwm: str, vendor: str) -> None:
+        self.env, self.main, self.hwm, self.vendor = env, main, hwm, vendor
+
+    def _one(self, url: str, sql: str, params: tuple) -> tuple | None:
+        if self.vendor == "sqlite":
+            with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+                return conn.execute(sql.replace("%s", "?"), params).fetchone()
+        with psycopg.connect(url.replace("postgres://", "postgresql://")) as conn:
+            return conn.execute(sql, params).fetchone()
+
+    def hwm_generation(self, run_id: str) -> int:
+        return self._one(
+            self.hwm, "SELECT generation FROM runtime_highwatermark WHERE run_id = %s", (run_id,)
+        )[0]
+
+    def run_mirror(self, run_id: str) -> tuple[int, int]:
+        """``(generation mirror, state_version)`` of the run row in the main database."""
+        return self._one(
+            self.main,
+            "SELECT generation, state_version FROM runtime_run WHERE run_id = %s",
+            (run_id,),
+        )
+
+    def main_has_hwm_rows(self, run_id: str) -> bool:
+        """True if the main database holds an HWM row for the run (SQLite's has no HWM table)."""
+        try:
+            found = self._one(
+                self.main, "SELECT count(*) FROM runtime_highwatermark WHERE run_id = %s", (run_id,)
+            )
+        except sqlite3.OperationalError:
+            return False
+        return bool(found and found[0])
+
+
+@pytest.fixture(scope="module")
+def _migrated_sqlite_pair(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Migrate a main and an HWM SQLite database once per module; tests get copies."""
+    template = tmp_path_factory.mktemp("split-template")
+    env = child_env(
+        DATABASE_URL=f"sqlite:///{template / 'main.sqlite3'}",
+        RATCHET_HWM_DATABASE_URL=f"sqlite:///{template / 'hwm.sqlite3'}",
+        RATCHET_VAR_DIR=str(template / "var"),
+    )
+    for args in (["migrate"], ["migrate", "--database", "hwm"]):
+        migrated = run_manage(*args, "-v", "0", "--skip-checks", env=env)
+        assert migrated.returncode == 0, migrated.stderr
+    return template
+
+
+@pytest.fixture
+def sqlite_split(_migrated_sqlite_pair: Path, tmp_path: Path, keys) -> SplitStores:
+    for path in _migrated_sqlite_pair.glob("*.sqlite3*"):
+        shutil.copyfile(path, tmp_path / path.name)
+    main, hwm = f"sqlite:///{tmp_path / 'main.sqlite3'}", f"sqlite:///{tmp_path / 'hwm.sqlite3'}"
+    env = child_env(
+        DATABASE_URL=main, RATCHET_HWM_DATABASE_URL=hwm, RATCHET_VAR_DIR=str(tmp_path / "var")
+    )
+    return SplitStores(env, main, hwm, "sqlite")
+
+
+@pytest.fixture
+def postgres_split(transactional_db, keys) -> SplitStores:
+    """The pytest-django test database as main, plus a scratch PostgreSQL database for the HWM."""
+    from tests.helpers.procs import database_url
+
+    main = database_url()
+    scratch = f"{settings.DATABASES['default']['NAME']}_hwm"
+    admin_url = main.rsplit("/", 1)[0].replace("postgres://", "postgresql://") + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{scratch}"')
+        admin.execute(f'CREATE DATABASE "{scratch}"')
+    hwm = main.rsplit("/", 1)[0] + "/" + scratch
+    env = child_env(RATCHET_HWM_DATABASE_URL=hwm)
+    migrated = run_manage("migrate", "--database", "hwm", "-v", "0", "--skip-checks", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    yield SplitStores(env, main, hwm, "postgresql")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
+
+
+def _split_story(stores: SplitStores, point: str) -> None:
+    env = stores.env
+    run_id = _new_run(env)
+    assert stores.hwm_generation(run_id) == 1
+    assert not stores.main_has_hwm_rows(run_id)  # the HWM really lives in the other database
+    mirror_before = stores.run_mirror(run_id)
+
+    _crash(run_id, point, env)
+
+    restored = run_worker("restore", "--run-id", run_id, env=env).last
+    if point == "checkpoint.after_hwm_cas":
+        # The HWM commit is the commit point: g+1 is committed although the main database's
+        # transaction (run row, trace events) died with the worker.
+        assert stores.hwm_generation(run_id) == 2
+        assert (restored["generation"], restored["marker"]) == (2, "g2")
+        assert stores.run_mirror(run_id) == mirror_before
+    else:
+        assert stores.hwm_generation(run_id) == 1
+        assert (restored["generation"], restored["marker"]) == (1, "g1")
+
+    again = run_worker(
+        "commit", "--run-id", run_id, "--worker", "worker-a", "--marker", "next", env=env
+    )
+    assert again.last["outcome"] == "committed", (again.last, again.stderr)
+    assert again.last["generation"] == restored["generation"] + 1
+    final = run_worker("restore", "--run-id", run_id, env=env).last
+    assert (final["generation"], final["marker"]) == (restored["generation"] + 1, "next")
+    assert stores.hwm_generation(run_id) == final["generation"]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_worker_killed_mid_commit_with_the_hwm_in_a_separate_sqlite_database_stays_consistent(
+    sqlite_split, point
+):
+    _split_story(sqlite_split, point)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("point", POINTS)
+def test_a_worker_killed_mid_commit_with_the_hwm_in_a_separate_postgres_database_stays_consistent(
+    postgres_split, point
+):
+    _split_story(postgres_split, point)
