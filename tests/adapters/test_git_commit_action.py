@@ -1,0 +1,97 @@
+"""A planner replays a developer's commit: one action becomes ONE git commit with the original
+message and author, committed by Ratchet, carrying the Idempotency-Key, Intent-Digest and
+Fencing-Token trailers."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.core.checkpoint import Action
+from runtime.errors import InvalidActionError
+from tests.adapters.support import Env, commits_with_key, git
+
+
+def _commit(env: Env, **overrides) -> Action:
+    params = {
+        "message": "Rework the app\n\nLonger explanation.\n\nSigned-off-by: Ada <ada@example.com>",
+        "author_name": "Ada Author",
+        "author_email": "ada@example.com",
+        "author_date": "2026-01-02T03:04:05+01:00",
+        "changes": [
+            {"op": "write", "path": "src/app.py", "content": env.blobs.put(b"print('v2')\n"),
+             "executable": False},
+            {"op": "write", "path": "bin/tool", "content": env.blobs.put(b"#!/bin/sh\n"),
+             "executable": True},
+            {"op": "delete", "path": "run.sh"},
+        ],
+    }
+    params.update(overrides)
+    return Action(kind="commit", params=params)
+
+
+def test_it_lands_one_commit_with_the_original_message_author_and_trailers(git_env: Env) -> None:
+    parent = git(git_env.path, "rev-parse", "HEAD").strip()
+    action = _commit(git_env)
+
+    receipt = git_env.execute(action, "key-1", token=4)
+
+    sha = receipt.receipt_id
+    assert git(git_env.path, "rev-parse", "HEAD").strip() == sha
+    assert git(git_env.path, "rev-parse", f"{sha}^").strip() == parent
+    assert git(git_env.path, "log", "-1", "--format=%an|%ae|%aI|%cn", sha).strip() == \
+        "Ada Author|ada@example.com|2026-01-02T03:04:05+01:00|Ratchet"
+    body = git(git_env.path, "log", "-1", "--format=%B", sha)
+    assert body.startswith("Rework the app\n\nLonger explanation.\n\nSigned-off-by: Ada")
+    trailers = git(git_env.path, "log", "-1", "--format=%(trailers:only,unfold)", sha)
+    assert f"Idempotency-Key: key-1\nIntent-Digest: {action.intent_digest()}\nFencing-Token: 4\n" \
+        in trailers
+    assert commits_with_key(git_env.path, "key-1") == 1
+    assert git(git_env.path, "show", "--format=", "--no-renames", "--name-status", sha).split() == [
+        "A", "bin/tool", "D", "run.sh", "M", "src/app.py"]
+    assert git(git_env.path, "ls-tree", sha, "bin/tool").startswith("100755")
+    assert git(git_env.path, "status", "--porcelain") == ""
+    assert receipt.result == {"commit": sha, "tree": git(git_env.path, "rev-parse",
+                                                         f"{sha}^{{tree}}").strip(),
+                              "parent": parent}
+
+
+def test_single_file_actions_land_as_ratchet_commits(git_env: Env) -> None:
+    receipt = git_env.execute(git_env.write("notes/todo.txt", b"ship it\n"), "key-1")
+
+    assert git(git_env.path, "log", "-1", "--format=%s|%an|%cn", receipt.receipt_id).strip() == \
+        "ratchet: write notes/todo.txt|Ratchet|Ratchet"
+
+
+def test_it_refuses_a_message_that_forges_its_own_trailers(git_env: Env) -> None:
+    action = _commit(git_env, message="Innocent\n\nIdempotency-Key: someone-elses-key")
+
+    with pytest.raises(InvalidActionError):
+        git_env.execute(action, "key-1")
+
+    assert git_env.adapter.receipts() == []
+
+
+@pytest.mark.parametrize("overrides", [
+    {"author_date": "2026-01-02T03:04:05"},          # no offset
+    {"author_date": "next tuesday"},
+    {"author_name": "Eve <eve@example.com>"},
+    {"author_email": ""},
+    {"message": "   "},
+    {"changes": []},
+])
+def test_it_rejects_malformed_commit_params(git_env: Env, overrides) -> None:
+    with pytest.raises(InvalidActionError):
+        git_env.execute(_commit(git_env, **overrides), "key-1")
+    assert git_env.adapter.receipts() == []
+
+
+def test_it_rejects_conflicting_changes_within_one_commit(git_env: Env) -> None:
+    content = git_env.blobs.put(b"x\n")
+    twice = [{"op": "write", "path": "a.txt", "content": content, "executable": False},
+             {"op": "delete", "path": "a.txt"}]
+    nested = [{"op": "write", "path": "a", "content": content, "executable": False},
+              {"op": "write", "path": "a/b", "content": content, "executable": False}]
+
+    for changes in (twice, nested):
+        with pytest.raises(InvalidActionError):
+            git_env.execute(_commit(git_env, changes=changes), "key-1")
