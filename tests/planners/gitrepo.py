@@ -1,0 +1,204 @@
+"""Helpers for the planner stories: build real git histories and apply commit actions by hand.
+
+Applying actions here (plain file writes and ``git commit``) keeps these stories independent of
+the git adapter, which has its own tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runtime.adapters.base import Observation
+from runtime.core.canonical import DigestKind, digest, digest_bytes
+from runtime.core.checkpoint import Action
+from runtime.planners.git_history import git_env
+
+COMMITTER = {
+    "GIT_COMMITTER_NAME": "Replay Bot",
+    "GIT_COMMITTER_EMAIL": "replay@example.org",
+    "GIT_COMMITTER_DATE": "2025-06-01T00:00:00+00:00",
+}
+
+
+def git(repo: Path, *args: str, input: bytes | None = None, **env: str) -> str:
+    """Run git in ``repo`` with a neutral config and a fixed committer; return stdout text."""
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        input=input,
+        capture_output=True,
+        env={**git_env(), **COMMITTER, **env},
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+class BlobStore:
+    """The attachment store stand-in: content-addressed bytes."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.calls = 0
+
+    def put(self, data: bytes) -> str:
+        self.calls += 1
+        key = digest_bytes(data)
+        self.blobs[key] = bytes(data)
+        return key
+
+
+def observation(version: str = "v0") -> Observation:
+    """A stand-in observation; the planners under test do not consult it."""
+    return Observation(
+        instance_id="env-test",
+        version=version,
+        state_fingerprint=digest(DigestKind.ENVIRONMENT, {"v": version}),
+        kind="git",
+    )
+
+
+@dataclass
+class History:
+    """A source repository built by :func:`build_history` and what the stories check against."""
+
+    path: Path
+    root: str
+    first_parent: list[str] = field(default_factory=list)
+    """Commits after the root on main's first-parent line, oldest first."""
+    feature_tip: str = ""
+
+    @property
+    def tip(self) -> str:
+        return self.first_parent[-1]
+
+
+def _write(repo: Path, rel: str, data: bytes | str, *, mode: int = 0o644) -> None:
+    path = repo / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    path.chmod(mode)
+
+
+def _commit(repo: Path, message: str, *, date: str, name: str = "Ada Lovelace",
+            email: str = "ada@example.org") -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "--cleanup=verbatim", "-F", "-",
+        input=message.encode(), GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
+        GIT_AUTHOR_DATE=date)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+BINARY = bytes(range(256)) * 4 + b"\x00\xff\x00"
+UNICODE_NAME = "docs/naïve notes ü.md"
+
+
+def build_history(repo: Path) -> History:
+    """A root commit plus eight first-parent commits on ``main``.
+
+    Covers adds, edits, deletes, an executable file, a mode-only change, a binary file, names
+    with spaces and non-ASCII characters, a file replaced by a directory, a merge of a side
+    branch, multi-line messages, a non-ASCII author and several UTC offsets.
+    """
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    _write(repo, "README.md", "hello\n")
+    _write(repo, "src/app.py", "print('v1')\n")
+    _write(repo, "docs/guide.md", "# Guide\n")
+    _write(repo, "remove_me.txt", "short-lived\n")
+    _write(repo, "notes", "notes as a file\n")
+    history = History(path=repo, root=_commit(repo, "Initial import\n",
+                                              date="2024-01-01T09:00:00+00:00"))
+    fp = history.first_parent
+
+    _write(repo, "scripts/run.sh", "#!/bin/sh\necho run\n", mode=0o755)
+    fp.append(_commit(repo, "Add run script\n", date="2024-01-02T09:00:00+05:30"))
+
+    _write(repo, "src/app.py", "print('v2')\n")
+    _write(repo, "assets/logo.bin", BINARY)
+    fp.append(_commit(repo, "Edit app, add logo\n\nThe logo is binary.\n",
+                      date="2024-01-03T09:00:00-07:00"))
+
+    (repo / "remove_me.txt").unlink()
+    _write(repo, UNICODE_NAME, "naïve ünïcode\n")
+    _write(repo, "日本語 file.txt", "こんにちは\n")
+    fp.append(_commit(repo, "Remove temp file; add notes with odd names\n",
+                      date="2024-01-04T09:00:00+01:00"))
+
+    (repo / "src/app.py").chmod(0o755)
+    _write(repo, "README.md", "hello\nworld\n")
+    fp.append(_commit(repo, "Make app executable\n", date="2024-01-05T09:00:00+00:00"))
+
+    git(repo, "checkout", "-q", "-b", "feature")
+    _write(repo, "feature/feature.py", "FEATURE = True\n")
+    _commit(repo, "Feature module\n", date="2024-01-06T09:00:00+00:00", name="Grace Hopper",
+            email="grace@example.org")
+    _write(repo, "docs/guide.md", "# Guide\n\nFeature docs.\n")
+    history.feature_tip = _commit(repo, "Document the feature\n",
+                                  date="2024-01-06T10:00:00+00:00", name="Grace Hopper",
+                                  email="grace@example.org")
+    git(repo, "checkout", "-q", "main")
+    _write(repo, "README.md", "hello\nworld\nagain\n")
+    fp.append(_commit(repo, "Edit README on main\n", date="2024-01-07T09:00:00+00:00"))
+
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature",
+        GIT_AUTHOR_NAME="Ada Lovelace", GIT_AUTHOR_EMAIL="ada@example.org",
+        GIT_AUTHOR_DATE="2024-01-08T09:00:00+00:00")
+    fp.append(git(repo, "rev-parse", "HEAD").strip())
+
+    (repo / "notes").unlink()
+    _write(repo, "notes/today.md", "notes are a directory now\n")
+    _write(repo, "assets/logo.bin", BINARY[::-1])
+    fp.append(_commit(repo, "Turn notes into a directory\n", date="2024-01-09T09:00:00+02:00"))
+
+    (repo / "docs/guide.md").unlink()
+    fp.append(_commit(repo, "Drop the guide\n\nIt moved to the wiki.\n\n  Indented line kept.\n",
+                      date="2024-01-10T09:00:00-03:30", name="Zoë Ångström",
+                      email="zoe@example.org"))
+    return history
+
+
+def _prune_empty_parents(root: Path, path: Path) -> None:
+    parent = path.parent
+    while parent != root and parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
+def apply_commit(clone: Path, action: Action, blobs: BlobStore) -> str:
+    """Apply a planner's commit action to ``clone`` by hand; return the new HEAD."""
+    assert action.kind == "commit"
+    params = action.params
+    for change in params["changes"]:
+        path = clone / change["path"]
+        if change["op"] == "delete":
+            path.unlink()
+            _prune_empty_parents(clone, path)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(blobs.blobs[change["content"]])
+            path.chmod(0o755 if change["executable"] else 0o644)
+    git(clone, "add", "-A", "--force")
+    return _commit(clone, params["message"], date=params["author_date"],
+                   name=params["author_name"], email=params["author_email"])
+
+
+def commit_facts(repo: Path, rev: str) -> dict[str, str]:
+    """What a replay must carry over from a commit: tree-independent metadata."""
+    sep = "\x1f"
+    out = git(repo, "log", "-1", f"--format=%an{sep}%ae{sep}%aI{sep}%B", rev)
+    name, email, date, body = out.split(sep, 3)
+    return {"author_name": name, "author_email": email, "author_date": date, "message": body}
+
+
+def write_task(directory: Path, text: str, name: str = "task.toml") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
+SHIPPED = Path(__file__).resolve().parents[2] / "runtime" / "tasks"

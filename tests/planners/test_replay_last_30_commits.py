@@ -1,0 +1,63 @@
+"""Story: replay the last 30 commits of this project's own repository.
+
+This is the shipped ``runtime/tasks/replay_history.toml`` scenario on real history: the plan is
+built, applied by hand to a fresh clone at the base, and the tree-equals-source verifier passes.
+It needs at least 31 first-parent commits; with fewer (a young or shallow clone) it is skipped,
+except under ``CI=true``, where a shallow checkout must not silently hide it.
+``RATCHET_TEST_REPLAY_REPO`` points it at another repository.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runtime.planners import Done
+from runtime.planners.git_history import GitHistoryPlanner, clone_at_base
+from runtime.taskspec import SHIPPED_TASKS_DIR, TaskSpec, load_task_spec
+from runtime.verifiers import verify
+from tests.planners.gitrepo import BlobStore, apply_commit, git, observation
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+COMMITS = 30
+
+
+def _repository() -> Path:
+    repo = Path(os.environ.get("RATCHET_TEST_REPLAY_REPO") or PROJECT_ROOT)
+    try:
+        count = int(git(repo, "rev-list", "--first-parent", "--count", "HEAD"))
+    except RuntimeError:
+        count = 0
+    if count < COMMITS + 1:
+        reason = (f"{repo.name} has {count} first-parent commits; replaying the last {COMMITS} "
+                  f"needs {COMMITS + 1} (in CI, check out full history: fetch-depth 0)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return repo
+
+
+def test_it_replays_the_last_30_commits_of_this_repository(tmp_path: Path) -> None:
+    repo = _repository()
+    data = load_task_spec(SHIPPED_TASKS_DIR / "replay_history.toml").model_dump(mode="json")
+    data["planner"]["source"] = str(repo)
+    data["environment"]["target"] = str(tmp_path / "target")
+    spec = TaskSpec.from_json(data)
+
+    planner = GitHistoryPlanner(source=repo, range=f"last:{COMMITS}")
+    state = planner.init_state()
+    assert len(state["commits"]) == COMMITS
+    clone_at_base(source=repo, base=str(state["base"]), target=tmp_path / "target")
+    blobs = BlobStore()
+    for cursor in range(COMMITS):
+        action = planner.propose(cursor=cursor, planner_state=state, observation=observation(),
+                                 put_blob=blobs.put)
+        assert action.kind == "commit"
+        apply_commit(tmp_path / "target", action, blobs)
+    assert isinstance(planner.propose(cursor=COMMITS, planner_state=state,
+                                      observation=observation(), put_blob=blobs.put), Done)
+
+    outcome = verify(spec, observation(), tmp_path / "target", planner_state=state)
+    assert outcome.passed, outcome.detail

@@ -1,0 +1,202 @@
+"""Story: a platform engineer writes a task spec and gets every mistake named at once.
+
+Each bad field is reported by its TOML path with the reason, in one ``TaskSpecError`` that also
+names the file; TOML syntax errors give the line and column. A valid spec round-trips through
+the JSON form stored with the run.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from runtime.errors import TaskSpecError
+from runtime.taskspec import (
+    GitHistoryPlannerSpec,
+    ScriptedPlannerSpec,
+    TaskSpec,
+    load_task_spec,
+)
+from tests.planners.gitrepo import FIXTURES, SHIPPED, write_task
+
+SCRIPTED = (FIXTURES / "scripted.toml").read_text(encoding="utf-8")
+REPLAY = (FIXTURES / "git_replay.toml").read_text(encoding="utf-8")
+SIMPLE_VERIFIER = '[verifier]\nkind = "files-equal"\n'
+
+
+def _load(tmp_path: Path, text: str) -> TaskSpec:
+    return load_task_spec(write_task(tmp_path, text))
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    assert old in text, f"fixture no longer contains {old!r}"
+    return text.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("path", sorted(SHIPPED.glob("*.toml")) + sorted(
+    p for p in FIXTURES.glob("*.toml") if p.name != "many_mistakes.toml"), ids=lambda p: p.name)
+def test_it_loads_the_shipped_and_fixture_tasks(path: Path) -> None:
+    spec = load_task_spec(path)
+
+    assert Path(spec.environment.target).is_absolute()
+    assert TaskSpec.from_json(spec.model_dump(mode="json")) == spec
+
+
+def test_it_names_every_bad_field_in_one_message() -> None:
+    with pytest.raises(TaskSpecError) as caught:
+        load_task_spec(FIXTURES / "many_mistakes.toml")
+
+    message = str(caught.value)
+    assert "many_mistakes.toml" in message
+    for expected in (
+        "task.version: Input should be a valid string",
+        "task.colour: unknown field",
+        "policy.allowed_paths[0]: glob pattern must be relative",
+        "policy.approval_risks[0]: Input should be 'low', 'medium' or 'high'",
+        "policy.budgets.steps: Input should be greater than or equal to 0",
+        "policy.budgets.wall_seconds: Input should be a valid number",
+        "environment.adapter: Input should be 'workspace' or 'git'",
+        "planner.range: range 'HEAD' must be 'A..B' or 'last:N'",
+    ):
+        assert expected in message
+    assert caught.value.context == {"file": "many_mistakes.toml"}
+
+
+CASES = [
+    ("unknown field", SCRIPTED, '[task]\n', '[task]\nowner = "me"\n',
+     "task.owner: unknown field"),
+    ("unknown section", SCRIPTED, '[task]\n', '[extras]\nx = 1\n\n[task]\n',
+     "extras: unknown field"),
+    ("wrong type", SCRIPTED, 'version = "1"', 'version = 1',
+     "task.version: Input should be a valid string"),
+    ("negative budget", SCRIPTED, "steps = 10", "steps = -1",
+     "policy.budgets.steps: Input should be greater than or equal to 0"),
+    ("negative wall time", SCRIPTED, "wall_seconds = 120", "wall_seconds = -0.5",
+     "policy.budgets.wall_seconds: Input should be greater than or equal to 0"),
+    ("infinite wall time", SCRIPTED, "wall_seconds = 120", "wall_seconds = inf",
+     "policy.budgets.wall_seconds: Input should be a finite number"),
+    ("budget as string", SCRIPTED, "proposals = 10", 'proposals = "10"',
+     "policy.budgets.proposals: Input should be a valid integer"),
+    ("missing budgets", SCRIPTED, "[policy.budgets]", "[unused_budgets]",
+     "policy.budgets: Field required"),
+    ("unknown planner kind", SCRIPTED, 'kind = "scripted"', 'kind = "llm"',
+     "planner.kind: unknown kind 'llm'; expected one of 'scripted', 'git-history'"),
+    ("missing planner kind", SCRIPTED, 'kind = "scripted"', '',
+     "planner.kind: Field required"),
+    ("unknown verifier kind", SCRIPTED, 'kind = "files-equal"', 'kind = "vibes"',
+     "verifier.kind: unknown kind 'vibes'"),
+    ("unknown adapter", SCRIPTED, 'adapter = "workspace"', 'adapter = "browser"',
+     "environment.adapter: Input should be 'workspace' or 'git'"),
+    ("unknown risk", SCRIPTED, 'approval_risks = ["high"]', 'approval_risks = ["severe"]',
+     "policy.approval_risks[0]: Input should be 'low', 'medium' or 'high'"),
+    ("duplicate action", SCRIPTED, '["write_file", "delete_file"]',
+     '["write_file", "write_file"]', "policy.allowed_actions: 'write_file' is listed twice"),
+    ("absolute glob", SCRIPTED, '"README.md", "config', '"/README.md", "config',
+     "policy.allowed_paths[0]: glob pattern must be relative"),
+    ("step escapes", SCRIPTED, 'target = "README.md"', 'target = "../README.md"',
+     "planner.steps[0].target: path has an empty, '.' or '..' segment"),
+    ("step into .git", SCRIPTED, 'target = "README.md"', 'target = ".git/config"',
+     "planner.steps[0].target: path enters a .git directory"),
+    ("content and delete", SCRIPTED, 'content = "temporary notes\\n"',
+     'content = "temporary notes\\n"\ndelete = true',
+     "planner.steps[1]: a delete_file step takes no content"),
+    ("write without content", SCRIPTED, 'content = "max_orders = 3\\n"', '',
+     "planner.steps[2]: a write_file step needs content"),
+    ("bad step risk", SCRIPTED, 'risk = "high"', 'risk = "urgent"',
+     "planner.steps[2].risk: Input should be 'low', 'medium' or 'high'"),
+    ("verifier file escapes", SCRIPTED, '"README.md" = "# Demo', '"../README.md" = "# Demo',
+     'verifier.files["../README.md"]: path has an empty'),
+    ("range without dots", REPLAY, 'range = "last:8"', 'range = "HEAD"',
+     "planner.range: range 'HEAD' must be 'A..B' or 'last:N'"),
+    ("symmetric range", REPLAY, 'range = "last:8"', 'range = "a...b"',
+     "planner.range: range 'a...b' must be 'A..B' or 'last:N'"),
+    ("empty base", REPLAY, 'range = "last:8"', 'range = "..main"',
+     "planner.range: range '..main' has an empty or malformed base revision"),
+    ("option injection", REPLAY, 'range = "last:8"', 'range = "--output=x..main"',
+     "planner.range: range '--output=x..main' has an empty or malformed base revision"),
+    ("last zero", REPLAY, 'range = "last:8"', 'range = "last:0"',
+     "planner.range: last:N needs 1 <= N <= 5000, got 0"),
+    ("last not a number", REPLAY, 'range = "last:8"', 'range = "last:ten"',
+     "planner.range: range 'last:ten' must be last:N with N a positive integer"),
+    ("replay on workspace", REPLAY, 'adapter = "git"', 'adapter = "workspace"',
+     "environment.adapter: the git-history planner proposes commit actions"),
+    ("tree verifier without replay", SCRIPTED.split("[verifier]")[0] + SIMPLE_VERIFIER,
+     'kind = "files-equal"',
+     'kind = "tree-equals-source"', "verifier.kind: tree-equals-source compares with the"),
+    ("clone without replay", SCRIPTED, 'target = "workspace"',
+     'target = "workspace"\nsetup = "clone-at-base"',
+     "environment.setup: clone-at-base needs a git-history planner"),
+]
+
+
+@pytest.mark.parametrize(("base", "old", "new", "expected"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_it_rejects_a_bad_field_naming_it(tmp_path: Path, base: str, old: str, new: str,
+                                          expected: str) -> None:
+    with pytest.raises(TaskSpecError) as caught:
+        _load(tmp_path, _edit(base, old, new))
+
+    assert expected in str(caught.value)
+    assert "task.toml" in str(caught.value)
+
+
+def test_it_gives_line_and_column_for_a_toml_syntax_error(tmp_path: Path) -> None:
+    text = _edit(SCRIPTED, 'version = "1"', 'version = "1')
+
+    with pytest.raises(TaskSpecError, match=r"task.toml is not valid TOML: .*line 6, column"):
+        _load(tmp_path, text)
+
+
+def test_it_names_a_file_it_cannot_read(tmp_path: Path) -> None:
+    with pytest.raises(TaskSpecError, match="missing.toml cannot be read"):
+        load_task_spec(tmp_path / "missing.toml")
+
+
+def test_it_resolves_paths_against_the_task_file_directory(tmp_path: Path) -> None:
+    spec = _load(tmp_path / "tasks", REPLAY)
+
+    assert isinstance(spec.planner, GitHistoryPlannerSpec)
+    assert spec.planner.source == str(tmp_path / "tasks" / "source")
+    assert spec.resolve_target() == tmp_path / "tasks" / "target"
+
+
+def test_it_infers_the_step_kind_and_stores_it_explicitly(tmp_path: Path) -> None:
+    spec = _load(tmp_path, SCRIPTED)
+
+    assert isinstance(spec.planner, ScriptedPlannerSpec)
+    stored = spec.model_dump(mode="json")["planner"]["steps"]
+    assert [s["kind"] for s in stored] == ["write_file", "write_file", "write_file",
+                                           "delete_file"]
+    assert stored[3]["delete"] is True and stored[3]["content"] is None
+
+
+def test_it_refuses_a_tampered_stored_copy(tmp_path: Path) -> None:
+    stored = _load(tmp_path, SCRIPTED).model_dump(mode="json")
+    stored["policy"]["budgets"]["steps"] = -5
+    stored["policy"]["sneaky"] = True
+
+    with pytest.raises(TaskSpecError) as caught:
+        TaskSpec.from_json(stored)
+    assert "policy.budgets.steps: Input should be greater than or equal to 0" in str(caught.value)
+    assert "policy.sneaky: unknown field" in str(caught.value)
+
+
+def test_it_builds_the_checkpoint_views(tmp_path: Path) -> None:
+    spec = _load(tmp_path, SCRIPTED)
+
+    assert spec.budget_limits().model_dump() == {"proposals": 10, "steps": 10,
+                                                 "wall_seconds": 120.0, "cost_micros": 0}
+    assert spec.version_set().model == "none"
+    scope = spec.scope(principal="agent@default")
+    assert scope.allowed_actions == ["write_file", "delete_file"]
+    assert scope.policy_version == "1" and [str(r) for r in scope.approval_risks] == ["high"]
+
+
+def test_its_error_survives_a_celery_boundary(tmp_path: Path) -> None:
+    with pytest.raises(TaskSpecError) as caught:
+        _load(tmp_path, _edit(SCRIPTED, "steps = 10", "steps = -1"))
+
+    clone = pickle.loads(pickle.dumps(caught.value))
+    assert str(clone) == str(caught.value)
