@@ -1,9 +1,207 @@
-"""Dashboard views: thin, function-based; logic lives in services."""
+"""Dashboard views: thin, function-based, one view per page and its htmx fragments (house style 5).
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+Each view parses its input, calls ``review.queries`` and renders; a fragment request (htmx) gets
+``template#partial`` of the same template. Every view is wrapped in ``require_perm`` so a fragment
+is checked exactly like its page (house style 6). Reads are GET only; the only POSTs are sign-in
+and sign-out, both CSRF-protected by the middleware.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth import login, logout
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from review import queries
+from review.forms import RunFilterForm, TraceFilterForm
+from review.permissions import Perm, require_perm
+from review.throttle import login_failure_record, login_success_record, login_throttle_check
+from runtime.attachments import attachment_get
+from runtime.errors import AttachmentError, RunNotFoundError
+
+RUN_DETAIL_PARTIALS = {"run-status": "status", "checkpoints": "checkpoints", "timeline": "timeline"}
+"""htmx target id -> partial of ``review/run_detail.html`` that answers it."""
+
+SAFE_ATTACHMENT_TYPES = frozenset(
+    {"image/png", "image/jpeg", "image/gif", "image/webp", "text/plain", "application/json"}
+)
 
 
-def home(request: HttpRequest) -> HttpResponse:
-    """Landing page listing what the dashboard will offer."""
-    return render(request, "review/home.html")
+def _fragment(request: HttpRequest) -> bool:
+    """An htmx swap (not a history restore, which needs the whole page)."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+@require_perm(Perm.VIEW_RUNS)
+@require_safe
+def runs_list(request: HttpRequest) -> HttpResponse:
+    """Runs list: filter by phase, tenant, task; search by run id; paginated; polls while live."""
+    form = RunFilterForm(request.GET)
+    runs = queries.run_list(filters=form.filters(), page_number=request.GET.get("page"))
+    context = {"form": form, "runs": runs, "poll_seconds": queries.POLL_SECONDS}
+    if _fragment(request):
+        return render(request, "review/runs.html#runs-table", context)
+    context["choices"] = queries.run_filter_choices()
+    return render(request, "review/runs.html", context)
+
+
+@require_perm(Perm.VIEW_RUNS)
+@require_safe
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    """One run: status and lease, committed state, checkpoints, attachments, trace timeline.
+
+    An htmx request names the fragment it wants by its target id (``HX-Target``) and only that
+    fragment's data is read.
+    """
+    try:
+        run = queries.run_get(run_id=run_id)
+    except RunNotFoundError:
+        raise Http404("no such run") from None
+    context = {
+        "run": run,
+        "live": run.phase in queries.LIVE_PHASES,
+        "poll_seconds": queries.POLL_SECONDS,
+        "can_view_trace": request.user.has_perm(Perm.VIEW_TRACE.value),
+    }
+    partial = RUN_DETAIL_PARTIALS.get(request.htmx.target or "") if _fragment(request) else None
+    if partial in (None, "checkpoints"):
+        context["checkpoints"] = queries.checkpoint_list(
+            run_id=run_id, page_number=request.GET.get("checkpoints_page")
+        )
+    if partial in (None, "timeline"):
+        context["timeline"] = queries.trace_timeline(
+            run_id=run_id, page_number=request.GET.get("events_page")
+        )
+    if partial is None:
+        context["committed"] = queries.checkpoint_committed(run_id=run_id)
+        return render(request, "review/run_detail.html", context)
+    return render(request, f"review/run_detail.html#{partial}", context)
+
+
+@require_perm(Perm.VIEW_RUNS)
+@require_safe
+def attachment_download(request: HttpRequest, digest: str) -> HttpResponse:
+    """The bytes of one attachment, re-hashed before they are sent (``attachment_get``).
+
+    Always a download (``Content-Disposition: attachment``) under a sandboxing CSP, so stored
+    content can never run as a page of this origin.
+    """
+    row = queries.attachment_find(digest=digest)
+    if row is None:
+        raise Http404("no such attachment")
+    try:
+        data = attachment_get(digest=digest)
+    except AttachmentError as exc:
+        return HttpResponse(
+            f"attachment not served: {exc.message}", status=500, content_type="text/plain"
+        )
+    content_type = (
+        row.content_type
+        if row.content_type in SAFE_ATTACHMENT_TYPES
+        else "application/octet-stream"
+    )
+    response = HttpResponse(data, content_type=content_type)
+    response["Content-Disposition"] = (
+        f'attachment; filename="{digest.removeprefix("sha256:")[:16]}.bin"'
+    )
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+@require_perm(Perm.VIEW_TRACE)
+@require_safe
+def trace_browser(request: HttpRequest) -> HttpResponse:
+    """Trace evidence across runs, filtered by run, event type and environment version (admin)."""
+    form = TraceFilterForm(request.GET)
+    result = queries.trace_search(filters=form.filters(), page_number=request.GET.get("page"))
+    context = {"form": form, "result": result}
+    if _fragment(request):
+        return render(request, "review/trace.html#events", context)
+    context["event_types"] = queries.trace_event_types()
+    return render(request, "review/trace.html", context)
+
+
+@require_perm(Perm.VIEW_RUNS)
+@require_safe
+def health(request: HttpRequest) -> HttpResponse:
+    """Recovery success rate, recovery duration, duplicate submissions and run counts."""
+    return render(request, "review/health.html", {"health": queries.health_summary()})
+
+
+# --- sign-in / sign-out ----------------------------------------------------------------------
+
+
+def _next_url(request: HttpRequest) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return reverse("review:runs")
+
+
+@sensitive_post_parameters("password")
+@require_http_methods(["GET", "POST"])
+def login_view(request: HttpRequest) -> HttpResponse:
+    """Sign in, throttled per username and per client address (``review.throttle``).
+
+    While locked the credentials are not checked at all; the answer is 429 with ``Retry-After``.
+    """
+    next_url = _next_url(request)
+    asked_for = request.GET.get("next")
+    # Signed in and sent here by a page this account may not open (the Django admin for a user
+    # who is not staff): show the form to switch accounts; redirecting back would loop.
+    if request.method == "GET" and request.user.is_authenticated and not asked_for:
+        return redirect(next_url)
+    form = AuthenticationForm(request, data=request.POST if request.method == "POST" else None)
+    lockout = None
+    if request.method == "POST":
+        username = request.POST.get("username", "")[:200]
+        ip = request.META.get("REMOTE_ADDR", "")
+        lockout = login_throttle_check(username=username, ip=ip)
+        if lockout is None:
+            if form.is_valid():
+                login(request, form.get_user())
+                login_success_record(username=username)
+                return redirect(next_url)
+            lockout = login_failure_record(username=username, ip=ip)
+        if lockout is not None:
+            form = AuthenticationForm(request)  # drop the typed values and the field errors
+    response = render(
+        request,
+        "review/login.html",
+        {
+            "form": form,
+            "next": next_url,
+            "lockout": lockout,
+            "switching": request.user.is_authenticated,
+        },
+        status=429 if lockout else 200,
+    )
+    if lockout:
+        response["Retry-After"] = str(lockout.retry_after_seconds)
+    add_never_cache_headers(response)
+    return response
+
+
+@require_POST
+def logout_view(request: HttpRequest) -> HttpResponse:
+    """Sign out (POST with CSRF only, so a link or image on another site cannot sign you out)."""
+    logout(request)
+    return redirect(settings.LOGIN_URL)
+
+
+def admin_login_redirect(request: HttpRequest) -> HttpResponse:
+    """Send the Django admin's sign-in to the throttled dashboard sign-in, keeping ``next``."""
+    target = request.GET.get("next", "/admin/")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = "/admin/"
+    return redirect_to_login(target)

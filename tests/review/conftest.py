@@ -1,0 +1,62 @@
+"""Dashboard test setup: a checkpoint keyring in the environment, the three roles, and personas.
+
+Personas (house style 10): ``operator``, ``reviewer`` and ``admin`` are in their groups; a
+``stranger`` is signed in but in no group; ``anonymous`` is not signed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+
+from review.roles import roles_sync
+from runtime.core.signing import Keyring, SecretKey, TrustRoot
+
+PERSONAS = ("anonymous", "stranger", "operator", "reviewer", "admin")
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def checkpoint_keyring(monkeypatch: pytest.MonkeyPatch) -> Keyring:
+    """A fresh checkpoint key, configured the way production does it (RATCHET_CHECKPOINT_KEYS)."""
+    key = SecretKey.generate()
+    monkeypatch.setenv("RATCHET_CHECKPOINT_KEYS", f"test-k1:{key.to_b64()}")
+    return Keyring(TrustRoot.CHECKPOINT, {"test-k1": key}, "test-k1")
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests(settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
+@pytest.fixture
+def roles(db: None) -> dict[str, list[str]]:
+    return roles_sync()
+
+
+@pytest.fixture
+def personas(roles: dict[str, list[str]], django_user_model) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    users: dict[str, object] = {}
+    for name in ("stranger", "operator", "reviewer", "admin"):
+        user = django_user_model.objects.create_user(username=name, password=PASSWORD)
+        if name != "stranger":
+            user.groups.add(Group.objects.get(name=name))
+        users[name] = user
+    return users
+
+
+@pytest.fixture
+def client_for(personas: dict[str, object]) -> Callable[..., Client]:
+    """``client_for("operator")``: a Client signed in as that persona (``anonymous``: not)."""
+
+    def make(name: str, **kwargs: object) -> Client:
+        client = Client(**kwargs)
+        if name != "anonymous":
+            client.force_login(personas[name])
+        return client
+
+    return make
