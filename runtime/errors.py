@@ -192,3 +192,220 @@ class TraceChainError(RatchetError):
 
 class AttachmentError(RatchetError):
     default_message = "attachment content does not match its sha256 digest"
+
+
+# --- step engine, receipts (exactly-once issue) ----------------------------------------------
+
+
+class EngineError(RatchetError):
+    default_message = "the step engine met a state it cannot handle"
+    hint = "the run is left at its last committed checkpoint; report this with the run id"
+
+
+class ReceiptConflictError(RatchetError):
+    default_message = "idempotency key is already bound to a different intent or receipt"
+    hint = "the run freezes for review; a reviewer decides replan or abort"
+
+
+class KeyQuarantinedError(RatchetError):
+    default_message = "idempotency key is quarantined and can never be used again"
+    hint = "a reviewer's replan retired this key; the run continues with a new one"
+
+
+class AdapterTimeoutError(RatchetError):
+    default_message = "adapter call timed out: the write's outcome is unknown"
+    retryable = True
+    hint = "the engine queries the adapter by idempotency key before anything else"
+
+
+# --- task specs, policy, planners, verifiers -------------------------------------------------
+
+
+class TaskSpecError(RatchetError):
+    """A task spec TOML (or a stored spec) is unreadable or invalid; the message names every bad field."""
+
+    default_message = "task spec is invalid"
+    hint = "fix the named fields in the task file; the run was not created"
+
+
+class PolicyViolationError(RatchetError):
+    """An action's kind or a path it touches is outside the run's allowed scope (DESIGN.md section 3)."""
+
+    default_message = "action is outside the policy's allowed scope"
+    hint = "the action is not executed; replan, or widen the policy in a new policy version"
+
+
+class PlannerError(RatchetError):
+    """Base for planner failures: the planner cannot propose a deterministic next action."""
+
+    default_message = "planner cannot propose an action"
+
+
+class PlannerStateError(PlannerError):
+    default_message = "planner state in the checkpoint does not match this planner"
+    hint = "the checkpoint was made by another planner or edited; the run needs manual handling"
+
+
+class GitReplayError(PlannerError):
+    """The git-history planner could not read its source repository or range."""
+
+    default_message = "git history replay failed"
+    hint = "check that the source repository and the commit range exist and are readable"
+
+
+class GitReplayUnsupportedError(GitReplayError):
+    default_message = "the commit range holds an entry the replay cannot express as file writes"
+    hint = "submodules, symlinks and non-UTF-8 names are not replayed; choose another range"
+
+
+class ReplayTargetNotEmptyError(PlannerError):
+    default_message = "replay target already exists and is not empty: refusing to touch it"
+    hint = "choose a fresh target path or remove the old one by hand"
+
+
+class VerifierError(RatchetError):
+    """The verifier could not reach the reference it compares against (not a failed verdict)."""
+
+    default_message = "verifier could not run"
+    retryable = True
+
+
+# --- persistence services (leases, commits, crash points) -----------------------------------
+
+
+class RunExistsError(RatchetError):
+    default_message = "a run with this id already exists"
+    hint = "run ids are unique; resume the existing run instead of creating it again"
+
+
+class CrashPointError(RatchetError):
+    default_message = "unknown crash point"
+    hint = "crash point names must be registered with runtime.core.crashpoints.register first"
+
+
+# --- framework-free core: digests, trust roots, state machine (added for the core) -----------
+
+
+class UnknownDigestKindError(DigestFormatError, ValueError):
+    """A digest was requested for a domain tag that is not a ``DigestKind``.
+
+    Also a ``ValueError`` because ``DigestKind(kind)`` raised that before this error existed.
+    """
+
+    default_message = "unknown digest kind"
+
+
+class WrongTrustRootError(KeyringError, ValueError):
+    """A keyring of one trust root was used where another root is required (DESIGN.md section 4).
+
+    Also a ``ValueError`` because ``seal`` raised that before this error existed.
+    """
+
+    default_message = "keyring belongs to another trust root"
+    hint = "checkpoints, approvals and reviewer decisions each have their own keyring"
+
+
+class IllegalTransitionError(RatchetError):
+    """An event that the run state machine (DESIGN.md section 6) does not allow in this phase.
+
+    Context: ``phase``, ``event`` and, when the caller knows it, ``run_id``. Terminal phases
+    accept no event at all.
+    """
+
+    default_message = "event is not allowed in the run's current phase"
+    hint = "the run's phase changed under this caller or a step was skipped; re-read the run"
+
+
+# --- environment adapters (exactly-once issue: workspace and git adapters) --------------------
+
+
+class AdapterError(RatchetError):
+    """Base for environment adapter failures (DESIGN.md section 5).
+
+    Context names the adapter ``instance_id`` and, where relevant, the ``idempotency_key``,
+    ``path`` or ``fencing_token``. Unless a subclass says otherwise nothing was written.
+    """
+
+    default_message = "adapter call failed"
+
+
+class UnknownAdapterError(AdapterError):
+    default_message = "no adapter of this kind"
+    hint = "known adapter kinds are 'workspace' and 'git'"
+
+
+class AdapterTargetError(AdapterError):
+    default_message = "adapter target is not a usable environment"
+    hint = (
+        "point the adapter at an existing directory (workspace) or at the top of a non-bare git "
+        "repository with at least one commit (git)"
+    )
+
+
+class InvalidActionError(AdapterError):
+    """The action (or a call argument such as the idempotency key) is malformed for this adapter."""
+
+    default_message = "action is not a well-formed write for this adapter"
+    hint = "nothing was written; the planner must propose a valid action"
+
+
+class PathEscapeError(InvalidActionError):
+    default_message = "path escapes the environment or touches an area the adapter owns"
+    hint = "use a relative path without '..', '.git', the adapter's journal or symlinks on the way"
+
+
+class BlobDigestMismatchError(AdapterError):
+    default_message = "blob content does not match the sha256 digest the action names"
+    hint = "the attachment store returned other bytes than were proposed; nothing was written"
+
+
+class BlobUnavailableError(AdapterError):
+    default_message = "content blob named by the action is not available"
+    retryable = True
+    hint = "store the attachment before executing the action"
+
+
+class PreconditionFailedError(AdapterError):
+    default_message = "the environment is not in a state this write can apply to"
+    hint = "observe again and replan; nothing was written"
+
+
+class ConcurrentWriteError(AdapterError):
+    default_message = "another writer moved the environment during the write; nothing was committed"
+    retryable = True
+    hint = "observe again: the environment moved underneath this call"
+
+
+class AdapterBusyError(AdapterError):
+    default_message = "timed out waiting for the adapter's lock"
+    retryable = True
+    hint = "another process is writing to the same environment; try again"
+
+
+class AdapterStoreCorruptError(AdapterError):
+    default_message = "the adapter's own receipt store is unreadable"
+    hint = "keep the store for inspection; runs using this environment need human review"
+
+
+class DuplicateReceiptError(AdapterStoreCorruptError):
+    default_message = "more than one receipt in the adapter's store carries this idempotency key"
+    hint = "one key must have exactly one effect; a human must decide which commit counts"
+
+
+class ReceiptIndeterminateError(AdapterError):
+    default_message = "an interrupted write is neither clearly committed nor clearly not applied"
+    hint = "the target changed out of band after a crash mid-write; a human must decide"
+
+
+class AdapterCommandError(AdapterError):
+    default_message = "an adapter subprocess failed"
+
+
+# --- operator dashboard (review app) --------------------------------------------------------
+
+
+class RoleSetupError(ConfigurationError):
+    """The dashboard's role permissions are missing, so the groups cannot be built."""
+
+    default_message = "dashboard role permissions are missing from the database"
+    hint = "run `manage.py migrate` first, then `manage.py ratchet_roles`"

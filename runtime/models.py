@@ -4,9 +4,10 @@
   ``state_version``) judged by the database clock.
 * ``Checkpoint``: append-only signed envelopes; several rows may share a generation (an orphan
   left by a crash before the HWM CAS), only the one the HWM names is committed.
-* ``HighWaterMark``: the external monotonic generation per (task_id, run_id, environment_instance_id),
-  possibly in its own database (``RATCHET_HWM_DATABASE_URL``), so it has no foreign keys.
-* ``TraceEvent``: append-only, hash-chained evidence.
+* ``HighWaterMark``: the external monotonic generation per
+  (task_id, run_id, environment_instance_id), possibly in its own database
+  (``RATCHET_HWM_DATABASE_URL``), so it has no foreign keys.
+* ``TraceEvent``: append-only, hash-chained evidence; the chain head is mirrored on the run.
 * ``Attachment``: content-addressed bytes (sha256), stored once through the storage API.
 
 State changes go through the services (``checkpoints``, ``leases``, ``trace``, ``attachments``);
@@ -74,6 +75,13 @@ class Run(models.Model):
     state_version = models.BigIntegerField(default=0)
     generation = models.BigIntegerField(default=0)
     """Mirror of the committed generation for listing; the HWM is authoritative."""
+    cancel_requested = models.BooleanField(default=False)
+    """Set by an operator; the worker driving the run settles any pending write, then cancels."""
+
+    trace_seq = models.BigIntegerField(default=0)
+    trace_head = models.CharField(max_length=71, blank=True, default="")
+    """Sequence number and hash of the newest trace event. Anchoring the chain's head here is what
+    lets ``trace_verify`` notice a deleted *last* event, which no hash chain can see on its own."""
 
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
@@ -102,7 +110,9 @@ class Checkpoint(AppendOnly):
 
     class Meta:
         indexes = [models.Index(fields=["run", "generation"])]
-        constraints = [models.UniqueConstraint(fields=["run", "digest"], name="checkpoint_unique_digest")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "digest"], name="checkpoint_unique_digest")
+        ]
 
     def __str__(self) -> str:
         return f"checkpoint {self.run_id}@{self.generation}"
@@ -133,7 +143,10 @@ class HighWaterMark(models.Model):
 
 
 class TraceEvent(AppendOnly):
-    """One hash-chained trace event: ``hash = H(prev_hash, seq, type, payload, env version, at)``."""
+    """One hash-chained trace event: ``hash = H(prev_hash, seq, type, payload, env version, at)``.
+
+    The run row mirrors the newest ``seq`` and ``hash`` so a deleted tail is evident too.
+    """
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="trace_events")
     seq = models.BigIntegerField()
@@ -164,3 +177,24 @@ class Attachment(AppendOnly):
 
     def __str__(self) -> str:
         return f"attachment {self.digest} ({self.size} bytes)"
+
+
+class IdempotencyRecord(models.Model):
+    """The runtime's idempotency cache: a rebuildable copy of one adapter receipt per key.
+
+    Keyed by ``idempotency_key`` and carrying the ``intent_digest`` it was used for, so the same
+    key with another intent is detectable (DESIGN.md section 5). ``quarantined`` keys (a
+    reviewer's replan) are never used again. Service: ``runtime.receipts``.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="idempotency_records")
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    intent_digest = models.CharField(max_length=71)
+    receipt = models.JSONField(null=True, blank=True)
+    receipt_fingerprint = models.CharField(max_length=71, blank=True, default="")
+    quarantined = models.BooleanField(default=False)
+    quarantine_reason = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"idempotency {self.idempotency_key} ({'quarantined' if self.quarantined else 'active'})"

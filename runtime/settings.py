@@ -58,6 +58,9 @@ def _database(name: str, default: str | None) -> dict[str, Any] | None:
     else:
         raise ImproperlyConfigured(f"{name} must point at SQLite or PostgreSQL, not {engine!r}")
     config.setdefault("TEST", {})
+    if engine.endswith("sqlite3") and config.get("NAME") not in (None, "", ":memory:"):
+        # A real file, so child processes in crash and concurrency tests can open the test database.
+        config["TEST"].setdefault("NAME", str(VAR_DIR / f"test_{Path(str(config['NAME'])).name}"))
     return config
 
 
@@ -90,6 +93,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "review.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -143,6 +147,64 @@ STORAGES = {
 }
 
 LOGIN_URL = "/accounts/login/"
+
+# --- Security headers, cookies and sign-in throttling (dashboard) ----------------------------
+
+
+def _positive_int(name: str, default: int) -> int:
+    value = _typed(name, env.int, default)
+    if value < 1:
+        raise ImproperlyConfigured(f"environment variable {name} must be >= 1")
+    return int(value)
+
+
+# Embedded default: plain HTTP on localhost, so cookies cannot be Secure. Behind TLS set
+# RATCHET_TLS=1: Secure cookies, HTTPS redirect and one year of HSTS (each overridable below);
+# behind a TLS-terminating proxy also set RATCHET_PROXY_SSL_HEADER, or the redirect loops.
+# `manage.py check --deploy` is clean with RATCHET_TLS=1, RATCHET_HSTS_PRELOAD=1, RATCHET_DEBUG=0,
+# a long random DJANGO_SECRET_KEY and ALLOWED_HOSTS set.
+RATCHET_TLS = _typed("RATCHET_TLS", env.bool, False)
+SECURE_SSL_REDIRECT = _typed("RATCHET_SSL_REDIRECT", env.bool, RATCHET_TLS)
+SECURE_HSTS_SECONDS = _typed("RATCHET_HSTS_SECONDS", env.int, 31_536_000 if RATCHET_TLS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _typed("RATCHET_HSTS_INCLUDE_SUBDOMAINS", env.bool, RATCHET_TLS)
+# Preloading is hard to undo (browsers ship the list), so it is an explicit opt-in.
+SECURE_HSTS_PRELOAD = _typed("RATCHET_HSTS_PRELOAD", env.bool, False)
+SESSION_COOKIE_SECURE = _typed("RATCHET_SECURE_COOKIES", env.bool, RATCHET_TLS)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+_proxy_ssl_header = env.str("RATCHET_PROXY_SSL_HEADER", default="")
+if _proxy_ssl_header:
+    # "X-Forwarded-Proto: https": trust this header from the TLS-terminating proxy (and only then).
+    _name, _sep, _value = _proxy_ssl_header.partition(":")
+    if not _sep or not _name.strip() or not _value.strip():
+        raise ImproperlyConfigured(
+            "environment variable RATCHET_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto: https'"
+        )
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _name.strip().upper().replace("-", "_"), _value.strip())
+CSRF_TRUSTED_ORIGINS = _typed("CSRF_TRUSTED_ORIGINS", env.list, [])
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = _positive_int("RATCHET_SESSION_SECONDS", 8 * 3600)
+# htmx sends the CSRF token from the page (hx-headers), so no script needs to read the cookie.
+CSRF_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+RATCHET_CSP = env.str(
+    "RATCHET_CSP",
+    default=(
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+)
+# Sign-in throttling (review.throttle): failures per username / per client address within the
+# window lock that username / address for the lockout. Seconds.
+RATCHET_LOGIN_MAX_FAILURES = _positive_int("RATCHET_LOGIN_MAX_FAILURES", 5)
+RATCHET_LOGIN_MAX_FAILURES_PER_IP = _positive_int("RATCHET_LOGIN_MAX_FAILURES_PER_IP", 50)
+RATCHET_LOGIN_WINDOW_SECONDS = _positive_int("RATCHET_LOGIN_WINDOW_SECONDS", 900)
+RATCHET_LOGIN_LOCKOUT_SECONDS = _positive_int("RATCHET_LOGIN_LOCKOUT_SECONDS", 900)
 
 # --- Ratchet runtime -------------------------------------------------------------------------
 RATCHET_KEY_FILE = Path(env.str("RATCHET_KEY_FILE", default=str(VAR_DIR / "keys.json")))

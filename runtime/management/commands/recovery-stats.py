@@ -1,0 +1,32 @@
+"""``manage.py recovery-stats``: recovery success rate, duration (median, p95), duplicate submissions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from runtime.stats import recovery_stats
+
+
+class Command(BaseCommand):
+    help = "Print recovery metrics computed from stored trace events."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--run", action="append", dest="runs", help="restrict to these run ids")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        stats = recovery_stats(run_ids=options["runs"])
+        if options["json"]:
+            self.stdout.write(json.dumps(stats.as_dict(), sort_keys=True))
+            return
+        rate = "n/a" if stats.success_rate is None else f"{stats.success_rate:.1%}"
+        med = "n/a" if stats.duration_median_seconds is None else f"{stats.duration_median_seconds:.3f} s"
+        p95 = "n/a" if stats.duration_p95_seconds is None else f"{stats.duration_p95_seconds:.3f} s"
+        self.stdout.write(f"recoveries: {stats.recoveries} ({stats.succeeded} succeeded, {stats.failed} failed)")
+        self.stdout.write(f"recovery success rate: {rate}")
+        self.stdout.write(f"recovery duration: median {med}, p95 {p95}")
+        self.stdout.write(f"duplicate submissions: {stats.duplicate_submissions} "
+                          f"(audited runs: {stats.audited_runs})")
