@@ -30,6 +30,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,7 +71,10 @@ from runtime.errors import (
 from runtime.leases import Lease, lease_acquire, lease_check, lease_release, lease_renew
 from runtime.models import Run
 from runtime.planners.base import Done, Planner, build_planner
+from runtime.approvals import approval_problem, evidence_verify, receipt_trust_problem
+from runtime.core.evidence import approval_digest
 from runtime.receipts import receipt_cache_get, receipt_cache_put
+from runtime.reviews import case_open, case_sync, review_case_id
 from runtime.taskspec import TaskSpec, load_task_spec, needs_approval, policy_check, scenario_fingerprint
 from runtime.trace import trace_append
 from runtime.verifiers import verify
@@ -168,7 +172,7 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
     adapter = open_adapter(spec.environment.adapter, target)
     obs = adapter.observe()
     scenario = scenario_fingerprint(spec, obs)
-    env_ref = _store_observation(obs, observation_version=1)
+    env_ref = store_observation(obs, observation_version=1)
     policy = spec.policy
     state = RunState(
         identity=RunIdentity(
@@ -213,8 +217,9 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
     return run_id
 
 
-def _store_observation(obs: Observation, *, observation_version: int, adapter_generation: int = 0
-                       ) -> EnvironmentRef:
+def store_observation(obs: Observation, *, observation_version: int, adapter_generation: int = 0
+                      ) -> EnvironmentRef:
+    """Store an observation's attachments content-addressed and return its checkpoint reference."""
     digests = [attachment_put(data=data, content_type="text/plain") for _, data in sorted(obs.attachments.items())]
     return obs.ref(adapter_generation=adapter_generation, observation_version=observation_version,
                    attachment_digests=digests)
@@ -279,6 +284,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
                      payload={"duration_seconds": round(time.monotonic() - started, 6),
                               "generation": ctx.generation, "phase": ctx.state.phase.value})
     report_recovered = recovering
+    _reconcile_waiting(ctx)
     while ctx.state.phase not in TERMINAL_PHASES and ctx.state.phase not in (
         Phase.NEEDS_REVIEW, Phase.AWAITING_APPROVAL
     ):
@@ -338,6 +344,8 @@ def _load(*, run_id: str, worker: str, lease: Lease, ttl: float) -> _Ctx:
         policy_version=spec.policy.version,
         versions=VersionSet(**spec.versions.model_dump()),
     )
+    evidence_verify(restored.state)
+    case_sync(run_id=run_id, state=restored.state)
     planner = build_planner(spec, base_dir=base_dir)
     lease = Lease(run_id=lease.run_id, worker=lease.worker, lease_version=lease.lease_version,
                   state_version=restored.state_version, expires_at=lease.expires_at)
@@ -376,7 +384,9 @@ def _freeze(ctx: _Ctx, event: Event, reason: StopReason, detail: str, *, receipt
     state = ctx.state
     pending = state.pending
     case = ReviewCaseRef(
-        case_id=f"case_{uuid.uuid4().hex}",
+        # Derived from the generation this freeze commits, so a crash before the commit and a
+        # second freeze after recovery open the same case instead of two.
+        case_id=review_case_id(run_id=ctx.run_id, generation=ctx.generation + 1),
         reason=reason,
         idempotency_key=pending.idempotency_key if pending else None,
         intent_digest=pending.intent_digest if pending else None,
@@ -399,6 +409,9 @@ def _freeze(ctx: _Ctx, event: Event, reason: StopReason, detail: str, *, receipt
         "environment": state.environment.model_dump(mode="json"),
         **(extra or {}),
     }
+    case_open(run_id=ctx.run_id, case=case, detail=detail, pending=payload["pending"],
+              receipt=payload["receipt"], environment=payload["environment"],
+              observed=(extra or {}).get("observed"))
     _commit(ctx, ("review.opened", payload))
     log.warning("run %s frozen for review: %s (%s)", ctx.run_id, reason.value, detail)
 
@@ -439,6 +452,12 @@ def _recover_environment(ctx: _Ctx) -> None:
     pending = state.pending
     if pending is not None and obs.state_fingerprint == pending.expected_post_fingerprint:
         return  # the single pending write landed; execution will reconcile its receipt
+    if (pending is not None and state.phase == Phase.PENDING
+            and ctx.adapter.lookup_receipt(pending.idempotency_key) is not None):
+        # The adapter holds a receipt under the pending key: execution settles it first, so a
+        # same-key/different-intent write freezes as receipt_conflict with the full receipt kept
+        # (DESIGN.md section 6) instead of as anonymous drift; any other drift still freezes there.
+        return
     if obs.version == ref.version:
         detail = (f"environment content changed at the same version {ref.version}: "
                   f"fingerprint {ref.state_fingerprint} -> {obs.state_fingerprint}")
@@ -575,11 +594,6 @@ def _execute_pending(ctx: _Ctx) -> None:
     pending = state.pending
     if pending is None:  # invariant says otherwise; fail closed rather than trust it
         raise EngineError("phase pending without a pending action", run_id=ctx.run_id)
-    if pending.requires_approval and not _approval_usable(pending):
-        state.phase = transition(state.phase, Event.APPROVAL_REQUIRED)
-        state.stop_reason = StopReason.APPROVAL_REQUIRED
-        _commit(ctx, ("approval.requested", {"idempotency_key": pending.idempotency_key}))
-        return
     key = pending.idempotency_key
     # Always query the adapter's authoritative store first: a crash may have hidden a success.
     lease_check(lease=ctx.lease)
@@ -587,6 +601,16 @@ def _execute_pending(ctx: _Ctx) -> None:
     if receipt is not None:
         _settle_receipt(ctx, receipt, reconciled=True)
         return
+    if pending.requires_approval:
+        problem = approval_problem(pending=pending, state=state, observation=ctx.adapter.observe())
+        if problem is not None:
+            expired = pending.approval is not None and problem == "expired"
+            state.phase = transition(state.phase, Event.APPROVAL_EXPIRED if expired else Event.APPROVAL_REQUIRED)
+            state.stop_reason = StopReason.APPROVAL_EXPIRED if expired else StopReason.APPROVAL_REQUIRED
+            state.stop_detail = f"approval not usable: {problem}"
+            _commit(ctx, ("approval.expired" if expired else "approval.requested",
+                          {"idempotency_key": key, "problem": problem}))
+            return
     cached = receipt_cache_get(idempotency_key=key)
     if cached is not None:
         _freeze(ctx, Event.RECEIPT_DRIFT, StopReason.RECEIPT_MISSING,
@@ -620,17 +644,8 @@ def _execute_pending(ctx: _Ctx) -> None:
     _settle_receipt(ctx, receipt, reconciled=False)
 
 
-def _approval_usable(pending: PendingAction) -> bool:
-    approval = pending.approval
-    return approval is not None and approval.expires_at > _now()
-
-
 def _approval_digest(pending: PendingAction) -> str | None:
-    if pending.approval is None:
-        return None
-    from runtime.core.canonical import DigestKind, digest
-
-    return digest(DigestKind.APPROVAL, pending.approval.model_dump(mode="json"))
+    return approval_digest(pending.approval) if pending.approval is not None else None
 
 
 def _outcome_unknown(ctx: _Ctx, exc: Exception) -> None:
@@ -662,6 +677,10 @@ def _settle_receipt(ctx: _Ctx, receipt: Receipt, *, reconciled: bool) -> None:
                 f"the adapter holds a receipt for key {pending.idempotency_key} with intent "
                 f"{receipt.intent_digest}, not {pending.intent_digest}", receipt=receipt)
         return
+    untrusted = receipt_trust_problem(pending=pending, receipt=receipt)
+    if untrusted is not None:
+        _freeze(ctx, Event.RECEIPT_DRIFT, StopReason.UNTRUSTED_RECEIPT, untrusted, receipt=receipt)
+        return
     cached = receipt_cache_get(idempotency_key=pending.idempotency_key)
     if cached is not None:
         comparison = compare_receipts(cached, receipt)
@@ -687,10 +706,12 @@ def _settle_receipt(ctx: _Ctx, receipt: Receipt, *, reconciled: bool) -> None:
         receipt=receipt, receipt_fingerprint=fingerprint,
         result_summary=f"{pending.action.kind} {pending.action.target}".strip()[:2000], reconciled=reconciled,
     ))
+    if pending.approval is not None and pending.approval.nonce not in state.consumed_nonces:
+        state.consumed_nonces.append(pending.approval.nonce)
     state.pending = None
     state.cursor += 1
     state.usage.steps += 1
-    state.environment = _store_observation(obs, observation_version=state.environment.observation_version + 1,
+    state.environment = store_observation(obs, observation_version=state.environment.observation_version + 1,
                                            adapter_generation=ctx.lease.lease_version)
     state.phase = transition(state.phase, Event.RECONCILED if reconciled else Event.EXECUTED)
     state.stop_reason = None
@@ -755,3 +776,61 @@ def run_request_cancel(*, run_id: str, requested_by: str) -> None:
     if updated != 1:
         raise RunNotFoundError(run_id=run_id)
     trace_append(run_id=run_id, event_type="run.cancel_requested", payload={"requested_by": requested_by})
+
+
+def _reconcile_waiting(ctx: _Ctx) -> None:
+    """A run waiting for approval whose write already committed (before a crash) only reconciles."""
+    pending = ctx.state.pending
+    if ctx.state.phase != Phase.AWAITING_APPROVAL or pending is None:
+        return
+    receipt = ctx.adapter.lookup_receipt(pending.idempotency_key)
+    if receipt is not None:
+        _settle_receipt(ctx, receipt, reconciled=True)
+
+
+# --- sessions for the approval and review services ---------------------------------------------
+
+
+def adapter_for_run(run: Run) -> Adapter:
+    """Open the adapter a run acts on (from the spec stored with the run); read-only use is safe
+    without the lease, writes need one."""
+    stored = run.spec or {}
+    spec = TaskSpec.from_json(stored["task"])
+    return open_adapter(spec.environment.adapter, Path(stored["target"]))
+
+
+@contextmanager
+def run_session(*, run_id: str, worker: str, ttl_seconds: float | None = None,
+                wait_seconds: float = 5.0) -> Iterator[_Ctx]:
+    """Hold the run's lease, restore its latest checkpoint, yield the session, release the lease.
+
+    Used by approval and review services to change a frozen run under the same fencing rules as
+    the engine (every commit is fenced by this lease).
+
+    Raises:
+        LeaseHeldError: another worker still holds the lease after ``wait_seconds`` seconds.
+        CheckpointError subclasses: restore failed closed.
+    """
+    from django.conf import settings
+
+    ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
+    lease = _acquire_waiting(run_id=run_id, worker=worker, ttl=ttl, wait_seconds=wait_seconds)
+    try:
+        ctx = _load(run_id=run_id, worker=worker, lease=lease, ttl=ttl)
+    except BaseException:
+        lease_release(lease=lease)
+        raise
+    try:
+        yield ctx
+    finally:
+        _release(ctx.lease, run_id)
+
+
+def session_commit(ctx: _Ctx, *events: tuple[str, dict[str, Any]]) -> None:
+    """Commit the session's state as the next checkpoint with ``events`` in the trace."""
+    _commit(ctx, *events)
+
+
+def session_settle(ctx: _Ctx, receipt: Receipt) -> None:
+    """Reconcile a receipt the adapter already holds for the session's pending write."""
+    _settle_receipt(ctx, receipt, reconciled=True)

@@ -409,3 +409,51 @@ class RoleSetupError(ConfigurationError):
 
     default_message = "dashboard role permissions are missing from the database"
     hint = "run `manage.py migrate` first, then `manage.py ratchet_roles`"
+
+
+# --- approvals and review decisions ----------------------------------------------------------
+
+
+class ApprovalRefusedError(RatchetError):
+    default_message = "approval refused"
+    hint = "look at the run again: the pending action or its environment is not what was approved"
+
+
+class DecisionRefusedError(RatchetError):
+    default_message = "reviewer decision refused: the run stays frozen"
+    hint = "the refusal is in the run's trace; look at the case again and sign a fresh decision"
+
+
+class ReviewCaseNotFoundError(RatchetError):
+    default_message = "review case not found"
+
+
+# --- evidence bundles and the demo (dashboard, second half) ----------------------------------
+
+
+class BundleError(RatchetError):
+    """Base for evidence bundle failures (export or offline verification)."""
+
+    default_message = "evidence bundle error"
+
+
+class BundleExportError(BundleError):
+    """The run's evidence does not verify, so no signed bundle is made for it (signing it would
+    vouch for evidence the runtime itself rejects)."""
+
+    default_message = "cannot export an evidence bundle for this run"
+    hint = "open the run detail page or `manage.py checkpoint verify RUN_ID` to see what fails"
+
+
+class BundleFormatError(BundleError):
+    """A bundle file is not JSON or not a bundle object at all."""
+
+    default_message = "not an evidence bundle"
+    hint = "pass the JSON file written by `manage.py export-bundle` or the dashboard download"
+
+
+class DemoSetupError(RatchetError):
+    """The demo cannot seed its runs (for example the repository has too few commits)."""
+
+    default_message = "the demo cannot be set up"
+    hint = "run the demo from a clone of the repository with its full history (not shallow)"

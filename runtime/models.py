@@ -198,3 +198,48 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"idempotency {self.idempotency_key} ({'quarantined' if self.quarantined else 'active'})"
+
+
+class CaseStatus(models.TextChoices):
+    OPEN = "open", "open"
+    REPLANNED = "replanned", "replanned"
+    ABORTED = "aborted", "aborted"
+
+
+class ReviewCase(models.Model):
+    """A frozen run waiting for a human decision, with all the evidence (DESIGN.md section 6).
+
+    Opened by the engine whenever a run freezes in ``needs_review``; the checkpoint holds a
+    ``ReviewCaseRef`` with the same ``case_id``. The signed checkpoint is authoritative: this row
+    is the dashboard's index and evidence locker, repaired from the checkpoint if a crash left it
+    behind. Service: ``runtime.reviews``.
+    """
+
+    case_id = models.CharField(max_length=64, primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="review_cases")
+    status = models.CharField(max_length=16, choices=CaseStatus.choices, default=CaseStatus.OPEN)
+    reason = models.CharField(max_length=64)
+    detail = models.TextField(blank=True, default="")
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    pending = models.JSONField(null=True, blank=True)
+    """The pending action, intent digest and key at the time of the freeze."""
+    receipt = models.JSONField(null=True, blank=True)
+    """The full conflicting (or drifted) adapter receipt, if any."""
+    receipt_fingerprint = models.CharField(max_length=71, blank=True, default="")
+    environment = models.JSONField(default=dict)
+    """The checkpointed environment reference (instance, version, fingerprint) at the freeze."""
+    observed = models.JSONField(null=True, blank=True)
+    """What was observed when the engine froze the run, when it differs from the checkpoint."""
+    trace_excerpt = models.JSONField(default=list)
+    sealed = models.JSONField(null=True, blank=True)
+    """Pending + receipt + decision, sealed when the case is decided."""
+    decision = models.JSONField(null=True, blank=True)
+    decided_by = models.CharField(max_length=200, blank=True, default="")
+    opened_at = models.DateTimeField(db_default=Now())
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "opened_at"])]
+
+    def __str__(self) -> str:
+        return f"case {self.case_id} ({self.status}, {self.reason})"

@@ -80,7 +80,7 @@ SCENARIO_FINGERPRINT_VERSION = 1
 FILE_ACTION_KINDS = frozenset({"write_file", "delete_file", "commit"})
 """Action kinds whose paths :func:`policy_check` checks against ``allowed_paths``."""
 
-SHIPPED_TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+SHIPPED_TASKS_DIR = Path(__file__).resolve().parent / "task_specs"
 """Where the example task files shipped with the runtime live (``replay_history.toml``, ...)."""
 
 MAX_LAST_COMMITS = 5000

@@ -73,3 +73,43 @@ def make_state(
     for name, value in fields.items():
         setattr(state, name, value)
     return state
+
+
+def write_scripted_task(directory: "Path", *, steps: list[dict[str, Any]], approval_risks: tuple[str, ...] = (),
+                        allowed_actions: tuple[str, ...] = ("write_file", "delete_file"),
+                        verifier: str = "always", name: str = "task.toml") -> "Path":
+    """Write a scripted workspace task spec into ``directory`` (its workspace is ``directory/ws``).
+
+    ``steps`` are ``[[planner.steps]]`` tables: ``{"target": ..., "content": ...}`` or
+    ``{"target": ..., "delete": True}``, optionally with ``"risk"``.
+    """
+    from pathlib import Path
+
+    directory = Path(directory)
+    (directory / "ws").mkdir(parents=True, exist_ok=True)
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        return str(v)
+
+    lines = [
+        "[task]", 'id = "story"', 'version = "1"', "",
+        "[policy]", 'id = "story-policy"', 'version = "1"',
+        "allowed_actions = [" + ", ".join(value(a) for a in allowed_actions) + "]",
+        'allowed_paths = ["**"]',
+        "approval_risks = [" + ", ".join(value(r) for r in approval_risks) + "]", "",
+        "[policy.budgets]", "proposals = 50", "steps = 50", "wall_seconds = 600", "cost_micros = 0", "",
+        "[environment]", 'adapter = "workspace"', 'target = "ws"', "",
+        "[planner]", 'kind = "scripted"', "",
+    ]
+    for step in steps:
+        lines.append("[[planner.steps]]")
+        lines.extend(f"{k} = {value(v)}" for k, v in step.items())
+        lines.append("")
+    lines += ["[verifier]", f'kind = "{verifier}"', ""]
+    path = directory / name
+    path.write_text("\n".join(lines))
+    return path

@@ -295,6 +295,45 @@ class ReviewCaseStatus(StrEnum):
     ABORTED = "aborted"
 
 
+class DecisionKind(StrEnum):
+    """What a reviewer may decide about a frozen run (DESIGN.md section 6)."""
+
+    REPLAN = "replan"
+    ABORT = "abort"
+
+
+class SignedDecision(Strict):
+    """A reviewer's decision, signed under the reviewer trust root over every field but ``mac``.
+
+    Bound to task, run, policy, the pending action (its intent digest), the idempotency key, both
+    intent digests, the full receipt fingerprint, the environment instance/version/fingerprint and a
+    one-time nonce (DESIGN.md section 6). Fields that do not apply to a case (no receipt, no
+    pending write) are None and are bound as None.
+    """
+
+    case_id: Ident
+    decision: DecisionKind
+    reviewer: Ident
+    task_id: Ident
+    task_version: Ident
+    run_id: Ident
+    policy_id: Ident
+    policy_version: Ident
+    action_kind: Ident | None
+    action_target: Annotated[str, StringConstraints(max_length=4096)] | None
+    idempotency_key: Ident | None
+    pending_intent_digest: Digest | None
+    receipt_intent_digest: Digest | None
+    receipt_fingerprint: Digest | None
+    environment_instance_id: Ident
+    environment_version: Ident
+    environment_fingerprint: Digest
+    nonce: Ident
+    issued_at: AwareDatetime
+    key_id: Ident
+    mac: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
 class ReviewCaseRef(Strict):
     """An open or closed review case as the checkpoint sees it (full evidence lives in the case).
 
@@ -312,6 +351,8 @@ class ReviewCaseRef(Strict):
     receipt_fingerprint: Digest | None = None
     environment_version: Ident
     opened_at: AwareDatetime
+    decision: SignedDecision | None = None
+    """The applied decision (set when the case is closed by replan or abort)."""
 
 
 class RunState(Strict):

@@ -114,6 +114,9 @@ def v1_to_v2(body: dict[str, Any]) -> dict[str, Any]:
     payload["quarantined_keys"] = []
     if pending is not None:
         pending["replan_epoch"] = 0
+    for case in payload.get("review_cases") or []:
+        if isinstance(case, dict):
+            case.setdefault("decision", None)  # v1 review cases could not carry signed decisions
     out["schema_version"] = 2
     return out
 

@@ -201,4 +201,4 @@ def write_task(directory: Path, text: str, name: str = "task.toml") -> Path:
 
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
-SHIPPED = Path(__file__).resolve().parents[2] / "runtime" / "tasks"
+SHIPPED = Path(__file__).resolve().parents[2] / "runtime" / "task_specs"

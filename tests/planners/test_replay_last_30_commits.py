@@ -1,6 +1,6 @@
 """Story: replay the last 30 commits of this project's own repository.
 
-This is the shipped ``runtime/tasks/replay_history.toml`` scenario on real history: the plan is
+This is the shipped ``runtime/task_specs/replay_history.toml`` scenario on real history: the plan is
 built, applied by hand to a fresh clone at the base, and the tree-equals-source verifier passes.
 It needs at least 31 first-parent commits; with fewer (a young or shallow clone) it is skipped,
 except under ``CI=true``, where a shallow checkout must not silently hide it.

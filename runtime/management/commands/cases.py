@@ -1,0 +1,72 @@
+"""``manage.py cases``: list review cases, show what to sign, sign and apply decisions headless."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runtime.core.checkpoint import SignedDecision
+from runtime.errors import RatchetError
+from runtime.models import ReviewCase
+from runtime.reviews import case_decide, decision_prepare, decision_refused_error, decision_sign_for
+
+
+class Command(BaseCommand):
+    help = ("Review cases: `list`, `show CASE_ID`, `sign CASE_ID --reviewer R --decision replan|abort "
+            "[--out FILE]`, `apply FILE`, `decide CASE_ID --reviewer R --decision D` (sign + apply).")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        lst = sub.add_parser("list")
+        lst.add_argument("--status", default=None)
+        show = sub.add_parser("show")
+        show.add_argument("case_id")
+        for name in ("sign", "decide"):
+            p = sub.add_parser(name)
+            p.add_argument("case_id")
+            p.add_argument("--reviewer", required=True)
+            p.add_argument("--decision", required=True, choices=["replan", "abort"])
+            if name == "sign":
+                p.add_argument("--out", default="-", help="file for the signed decision (default stdout)")
+        apply = sub.add_parser("apply")
+        apply.add_argument("file", help="a signed decision JSON file (from `cases sign`)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        try:
+            if action == "list":
+                rows = ReviewCase.objects.order_by("-opened_at")
+                if options["status"]:
+                    rows = rows.filter(status=options["status"])
+                for row in rows:
+                    self.stdout.write(f"{row.case_id}  {row.status:10}  {row.reason:20}  run {row.run_id}  "
+                                      f"{row.opened_at:%Y-%m-%d %H:%M:%S}")
+                return
+            if action == "show":
+                self.stdout.write(json.dumps(decision_prepare(case_id=options["case_id"]), indent=2,
+                                             sort_keys=True, default=str))
+                return
+            if action in ("sign", "decide"):
+                signed = decision_sign_for(case_id=options["case_id"], reviewer=options["reviewer"],
+                                           decision=options["decision"])
+                if action == "sign":
+                    text = signed.model_dump_json(indent=2)
+                    if options["out"] == "-":
+                        self.stdout.write(text)
+                    else:
+                        Path(options["out"]).write_text(text)
+                    return
+            else:
+                signed = SignedDecision.model_validate_json(Path(options["file"]).read_bytes(), strict=False)
+            outcome = case_decide(decision=signed)
+        except RatchetError as exc:
+            raise CommandError(str(exc)) from None
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot read the decision: {exc}") from None
+        if not outcome.applied:
+            raise CommandError(str(decision_refused_error(outcome)))
+        self.stdout.write(f"{outcome.decision} applied to {outcome.case_id}: run {outcome.run_id} is now "
+                          f"{outcome.phase}" + (" (already applied)" if outcome.already_applied else ""))

@@ -1,0 +1,294 @@
+"""Review cases and signed reviewer decisions (DESIGN.md section 6).
+
+Every ``needs_review`` freeze opens a case (``case_open``, called by the engine) that keeps the
+pending intent, both digests, the full receipt and its fingerprint, the environment version, the
+reason and a trace excerpt. A reviewer resolves it with ``replan`` or ``abort``, signed under the
+reviewer trust root and bound to task, run, policy, action, key, both digests, the receipt
+fingerprint, the environment and a one-time nonce (``decision_prepare`` -> ``decision_sign_for``).
+
+``case_decide`` applies a signed decision under the run's lease: it re-reads the authoritative
+receipt from the adapter and re-observes the environment, and keeps the run frozen -- recording
+the refusal in the trace -- on an unknown signer, a tampered signature, any bound field that
+differs, a reused nonce, receipt drift or a changed environment. The signed checkpoint is the
+commit point; the case row is updated after it and repaired from the checkpoint if a crash
+came in between (``case_sync``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+
+from runtime.core.canonical import canonical_json, sha256_hex
+from runtime.core.checkpoint import (
+    DecisionKind,
+    Phase,
+    ReviewCaseRef,
+    ReviewCaseStatus,
+    RunState,
+    SignedDecision,
+    StopReason,
+)
+from runtime.core.crashpoints import crash_point, register
+from runtime.core.evidence import decision_mismatch, decision_sign, decision_verify
+from runtime.core.signing import TrustRoot
+from runtime.core.statemachine import Event, transition
+from runtime.errors import BadSignatureError, DecisionRefusedError, ReviewCaseNotFoundError, UnknownKeyError
+from runtime.keys import keyring_for
+from runtime.models import CaseStatus, ReviewCase, TraceEvent
+
+CP_AFTER_DECISION_COMMIT = register("review.after_decision_commit",
+                                    "decision applied in the checkpoint, case row not updated yet")
+CP_BEFORE_DECISION_COMMIT = register("review.before_decision_commit",
+                                     "decision checked, nothing applied yet")
+
+TRACE_EXCERPT_EVENTS = 20
+
+
+def review_case_id(*, run_id: str, generation: int) -> str:
+    """Deterministic case id for the freeze committed as ``generation`` of ``run_id``."""
+    return "case_" + sha256_hex(canonical_json({"run_id": run_id, "generation": generation}))[:32]
+
+
+def case_open(*, run_id: str, case: ReviewCaseRef, detail: str, pending: dict[str, Any] | None,
+              receipt: dict[str, Any] | None, environment: dict[str, Any],
+              observed: dict[str, Any] | None) -> ReviewCase:
+    """Create (or find, after a crash) the case row for a freeze. Called by the engine."""
+    excerpt = [
+        {"seq": seq, "type": event_type, "payload": payload, "environment_version": env, "hash": digest}
+        for seq, event_type, payload, env, digest in TraceEvent.objects.filter(run_id=run_id)
+        .order_by("-seq").values_list("seq", "event_type", "payload", "environment_version", "hash")
+        [:TRACE_EXCERPT_EVENTS]
+    ][::-1]
+    row, _ = ReviewCase.objects.get_or_create(
+        case_id=case.case_id,
+        defaults={
+            "run_id": run_id,
+            "reason": case.reason.value,
+            "detail": detail,
+            "idempotency_key": case.idempotency_key or "",
+            "pending": pending,
+            "receipt": receipt,
+            "receipt_fingerprint": case.receipt_fingerprint or "",
+            "environment": environment,
+            "observed": observed,
+            "trace_excerpt": excerpt,
+        },
+    )
+    return row
+
+
+def case_sync(*, run_id: str, state: RunState) -> int:
+    """Bring case rows in line with the checkpoint's (authoritative) case refs; returns rows fixed."""
+    fixed = 0
+    for ref in state.review_cases:
+        if ref.status == ReviewCaseStatus.OPEN or ref.decision is None:
+            continue
+        fixed += ReviewCase.objects.filter(case_id=ref.case_id, status=CaseStatus.OPEN).update(
+            status=ref.status.value,
+            decision=ref.decision.model_dump(mode="json"),
+            decided_by=ref.decision.reviewer,
+            decided_at=ref.decision.issued_at,
+        )
+    return fixed
+
+
+def _find_ref(state: RunState, case_id: str) -> ReviewCaseRef:
+    for ref in state.review_cases:
+        if ref.case_id == case_id:
+            return ref
+    raise ReviewCaseNotFoundError(case_id=case_id, run_id=state.identity.run_id)
+
+
+def _binding(state: RunState, ref: ReviewCaseRef, observation: Any) -> dict[str, Any]:
+    pending = state.pending if ref.idempotency_key and state.pending is not None \
+        and state.pending.idempotency_key == ref.idempotency_key else None
+    ident = state.identity
+    return {
+        "case_id": ref.case_id,
+        "task_id": ident.task_id,
+        "task_version": ident.task_version,
+        "run_id": ident.run_id,
+        "policy_id": ident.policy_id,
+        "policy_version": ident.policy_version,
+        "action_kind": pending.action.kind if pending else None,
+        "action_target": pending.action.target if pending else None,
+        "idempotency_key": ref.idempotency_key,
+        "pending_intent_digest": ref.intent_digest,
+        "receipt_intent_digest": ref.receipt.intent_digest if ref.receipt else None,
+        "receipt_fingerprint": ref.receipt_fingerprint,
+        "environment_instance_id": observation.instance_id,
+        "environment_version": observation.version,
+        "environment_fingerprint": observation.state_fingerprint,
+    }
+
+
+def _open_for_reading(case_id: str) -> tuple[ReviewCase, RunState, Any]:
+    from runtime.checkpoints import checkpoint_verify
+    from runtime.engine import adapter_for_run
+
+    row = ReviewCase.objects.select_related("run").filter(case_id=case_id).first()
+    if row is None:
+        raise ReviewCaseNotFoundError(case_id=case_id)
+    state = checkpoint_verify(run_id=row.run_id).state
+    return row, state, adapter_for_run(row.run)
+
+
+def decision_prepare(*, case_id: str) -> dict[str, Any]:
+    """The exact fields a reviewer signs for ``case_id``: taken from the committed checkpoint and
+    the environment as observed now (what the reviewer is looking at).
+
+    Raises:
+        ReviewCaseNotFoundError; CheckpointError subclasses if the checkpoint fails to verify.
+    """
+    _, state, adapter = _open_for_reading(case_id)
+    ref = _find_ref(state, case_id)
+    return _binding(state, ref, adapter.observe())
+
+
+def decision_sign_for(*, case_id: str, reviewer: str, decision: DecisionKind | str,
+                      binding: dict[str, Any] | None = None) -> SignedDecision:
+    """Sign ``decision`` for ``case_id`` as ``reviewer`` under the reviewer trust root.
+
+    Args:
+        binding: the fields the reviewer was shown (from :func:`decision_prepare`); prepared now
+            when omitted.
+
+    Raises:
+        ReviewCaseNotFoundError; KeyringError if the reviewer keyring is not configured.
+    """
+    fields = dict(binding) if binding is not None else decision_prepare(case_id=case_id)
+    fields.update({"reviewer": reviewer, "decision": DecisionKind(decision)})
+    return decision_sign(keyring=keyring_for(TrustRoot.REVIEWER), binding=fields)
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """Result of :func:`case_decide`: ``applied`` or refused with a reason (run stays frozen)."""
+
+    case_id: str
+    run_id: str
+    applied: bool
+    decision: str
+    phase: str
+    reason: str = ""
+    already_applied: bool = False
+
+
+def case_decide(*, decision: SignedDecision, worker: str | None = None) -> DecisionOutcome:
+    """Apply a signed reviewer decision to its case, or refuse it and keep the run frozen.
+
+    Returns:
+        :class:`DecisionOutcome`. Refusals are returned (and traced as ``review.refused``), not
+        raised, so callers can show the reason; use :meth:`raise_if_refused` style handling in CLIs.
+
+    Raises:
+        ReviewCaseNotFoundError: unknown case id.
+        LeaseHeldError: a worker is busy with the run; try again shortly.
+    """
+    from runtime.engine import run_session, session_commit
+    from runtime.receipts import key_quarantine
+    from runtime.tasks import run_enqueue
+    from runtime.trace import trace_append
+
+    with transaction.atomic():
+        row = ReviewCase.objects.select_for_update().filter(case_id=decision.case_id).first()
+        if row is None:
+            raise ReviewCaseNotFoundError(case_id=decision.case_id)
+        run_id = row.run_id
+    kind = decision.decision
+
+    with run_session(run_id=run_id, worker=worker or f"reviewer:{decision.reviewer}") as ctx:
+        state = ctx.state
+        ref = _find_ref(state, decision.case_id)
+
+        def refuse(reason: str) -> DecisionOutcome:
+            trace_append(run_id=run_id, event_type="review.refused",
+                         payload={"case_id": decision.case_id, "decision": kind.value, "reviewer": decision.reviewer,
+                                  "nonce": decision.nonce, "key_id": decision.key_id, "reason": reason})
+            return DecisionOutcome(decision.case_id, run_id, False, kind.value, state.phase.value, reason)
+
+        if ref.status != ReviewCaseStatus.OPEN:
+            if ref.decision is not None and ref.decision.nonce == decision.nonce and ref.decision.mac == decision.mac:
+                case_sync(run_id=run_id, state=state)
+                return DecisionOutcome(decision.case_id, run_id, True, kind.value, state.phase.value,
+                                       already_applied=True)
+            return refuse(f"case is already {ref.status.value}")
+        try:
+            decision_verify(decision, keyring_for(TrustRoot.REVIEWER))
+        except UnknownKeyError:
+            return refuse(f"unknown signer: key id {decision.key_id} is not in the reviewer trust root")
+        except BadSignatureError:
+            return refuse("tampered decision: the signature does not verify")
+        if decision.nonce in state.consumed_nonces:
+            return refuse("nonce already used: a decision can be applied once")
+        if state.phase != Phase.NEEDS_REVIEW:
+            return refuse(f"run is {state.phase.value}, not needs_review")
+        observed = ctx.adapter.observe()
+        field = decision_mismatch(decision, _binding(state, ref, observed))
+        if field is not None:
+            what = "environment changed after signing" if field.startswith("environment_") else "wrong binding"
+            return refuse(f"{what}: bound {field} differs from the run as it is now")
+        # Re-read the authoritative receipt: any drift since signing keeps the run frozen.
+        if ref.idempotency_key:
+            current = ctx.adapter.lookup_receipt(ref.idempotency_key)
+            now_fp = current.fingerprint() if current is not None else None
+            if now_fp != ref.receipt_fingerprint:
+                return refuse("receipt drift: the adapter's receipt is not the one the reviewer signed for")
+
+        crash_point(CP_BEFORE_DECISION_COMMIT)
+        sealed = {
+            "pending": state.pending.model_dump(mode="json") if state.pending else None,
+            "receipt": ref.receipt.model_dump(mode="json") if ref.receipt else None,
+            "decision": decision.model_dump(mode="json"),
+        }
+        ref.decision = decision
+        state.consumed_nonces.append(decision.nonce)
+        if kind == DecisionKind.REPLAN:
+            if ref.idempotency_key and state.pending is not None:
+                key_quarantine(run_id=run_id, idempotency_key=ref.idempotency_key,
+                               intent_digest=state.pending.intent_digest,
+                               reason=f"replan by {decision.reviewer} on {decision.case_id}")
+                if ref.idempotency_key not in state.quarantined_keys:
+                    state.quarantined_keys.append(ref.idempotency_key)
+            ref.status = ReviewCaseStatus.REPLANNED
+            state.pending = None
+            state.replan_epoch += 1
+            state.environment = _fresh_ref(observed, state)
+            state.phase = transition(state.phase, Event.REVIEW_REPLAN)
+            state.stop_reason = None
+            state.stop_detail = ""
+            event = "review.replanned"
+        else:
+            ref.status = ReviewCaseStatus.ABORTED
+            state.phase = transition(state.phase, Event.REVIEW_ABORT)
+            state.stop_reason = StopReason.ABORTED_BY_REVIEWER
+            state.stop_detail = f"aborted by {decision.reviewer} on {decision.case_id}"
+            event = "review.aborted"
+        session_commit(ctx, (event, {"case_id": decision.case_id, "reviewer": decision.reviewer,
+                                     "sealed": sealed, "quarantined_key": ref.idempotency_key
+                                     if kind == DecisionKind.REPLAN else None}))
+        crash_point(CP_AFTER_DECISION_COMMIT)
+        ReviewCase.objects.filter(case_id=decision.case_id, status=CaseStatus.OPEN).update(
+            status=ref.status.value, sealed=sealed, decision=decision.model_dump(mode="json"),
+            decided_by=decision.reviewer, decided_at=datetime.now(UTC),
+        )
+        outcome = DecisionOutcome(decision.case_id, run_id, True, kind.value, state.phase.value)
+    if kind == DecisionKind.REPLAN:
+        run_enqueue(run_id=run_id)
+    return outcome
+
+
+def _fresh_ref(observed: Any, state: RunState) -> Any:
+    from runtime.engine import store_observation
+
+    return store_observation(observed, observation_version=state.environment.observation_version + 1,
+                             adapter_generation=state.environment.adapter_generation)
+
+
+def decision_refused_error(outcome: DecisionOutcome) -> DecisionRefusedError:
+    """A typed error for a refused outcome (for CLIs that exit non-zero)."""
+    return DecisionRefusedError(outcome.reason, case_id=outcome.case_id, run_id=outcome.run_id)
