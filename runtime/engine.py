@@ -270,8 +270,6 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         trace_append(run_id=run_id, event_type="recovery.started", payload={"worker": worker})
     try:
         ctx = _load(run_id=run_id, worker=worker, lease=lease, ttl=ttl)
-        if ctx.lease.state_version != lease.state_version:
-            ctx.lease = lease
         _recover_environment(ctx)
     except Exception as exc:
         if recovering:
