@@ -1,4 +1,7 @@
-"""``manage.py recovery-stats``: recovery success rate, duration (median, p95), duplicate submissions."""
+"""``manage.py recovery-stats``: recovery success rate, duration (median, p95), duplicates.
+
+A recovery that restored the run but froze it for review counts as failed (see ``runtime.stats``).
+"""
 
 from __future__ import annotations
 
@@ -23,9 +26,10 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(stats.as_dict(), sort_keys=True))
             return
         rate = "n/a" if stats.success_rate is None else f"{stats.success_rate:.1%}"
-        med = "n/a" if stats.duration_median_seconds is None else f"{stats.duration_median_seconds:.3f} s"
-        p95 = "n/a" if stats.duration_p95_seconds is None else f"{stats.duration_p95_seconds:.3f} s"
-        self.stdout.write(f"recoveries: {stats.recoveries} ({stats.succeeded} succeeded, {stats.failed} failed)")
+        med, p95 = (("n/a" if seconds is None else f"{seconds:.3f} s")
+                    for seconds in (stats.duration_median_seconds, stats.duration_p95_seconds))
+        self.stdout.write(f"recoveries: {stats.recoveries} ({stats.succeeded} succeeded, "
+                          f"{stats.failed} failed, {stats.frozen} of those froze the run)")
         self.stdout.write(f"recovery success rate: {rate}")
         self.stdout.write(f"recovery duration: median {med}, p95 {p95}")
         self.stdout.write(f"duplicate submissions: {stats.duplicate_submissions} "

@@ -1,0 +1,353 @@
+"""Helpers for the step-engine stories: small real histories, task files, and the evidence checks.
+
+The stories drive real runs (``run_start`` / ``run_advance`` in-process, or ``manage.py run`` /
+``resume`` in child processes) against real environments: a git clone the git adapter commits to,
+or a directory the workspace adapter journals. Everything they assert comes from the
+environment's own records (git history trailers, the workspace journal), the committed checkpoint
+and the trace -- never from what the engine says about itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from runtime.adapters import open_adapter
+from runtime.adapters.base import Adapter
+from runtime.checkpoints import Restored, checkpoint_restore
+from runtime.core.checkpoint import Action, VersionSet
+from runtime.engine import _InitialObservation
+from runtime.models import Run, TraceEvent
+from runtime.planners.git_history import GitHistoryPlanner
+from runtime.taskspec import TaskSpec, scenario_fingerprint
+from tests.planners.gitrepo import BlobStore, git, observation
+
+# --- a small source history -----------------------------------------------------------------
+
+SOURCE_COMMITS = 5
+"""Commits after the root in :func:`build_small_history`; the replay range is ``last:5``."""
+
+
+def _write(repo: Path, rel: str, text: str, *, mode: int = 0o644) -> None:
+    path = repo / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+
+
+def _commit(repo: Path, message: str, date: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-F", "-", input=message.encode(),
+        GIT_AUTHOR_NAME="Ada Lovelace", GIT_AUTHOR_EMAIL="ada@example.org", GIT_AUTHOR_DATE=date)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def build_small_history(repo: Path) -> list[str]:
+    """A root commit plus five commits: add, edit, add executable, delete, add in a directory.
+
+    Dates (author and committer) are fixed, so the commit ids, trees and every replayed action's
+    intent digest are the same on every machine. Returns the five commit ids, oldest first.
+    """
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    _write(repo, "README.md", "hello\n")
+    _write(repo, "notes.txt", "short-lived notes\n")
+    _commit(repo, "Initial import\n", "2024-03-01T09:00:00+00:00")
+    commits = []
+    _write(repo, "src/app.py", "print('v1')\n")
+    commits.append(_commit(repo, "Add the app\n", "2024-03-02T09:00:00+01:00"))
+    _write(repo, "README.md", "hello\nworld\n")
+    _write(repo, "src/app.py", "print('v2')\n")
+    commits.append(_commit(repo, "Edit README and app\n\nTwo files at once.\n",
+                           "2024-03-03T09:00:00-05:00"))
+    _write(repo, "scripts/run.sh", "#!/bin/sh\necho run\n", mode=0o755)
+    commits.append(_commit(repo, "Add an executable script\n", "2024-03-04T09:00:00+00:00"))
+    (repo / "notes.txt").unlink()
+    commits.append(_commit(repo, "Delete the notes\n", "2024-03-05T09:00:00+00:00"))
+    _write(repo, "docs/guide/intro.md", "# Intro\n")
+    (repo / "src/app.py").chmod(0o755)
+    commits.append(_commit(repo, "Add docs; make the app executable\n",
+                           "2024-03-06T09:00:00+09:00"))
+    return commits
+
+
+REPLAY_TASK = """\
+[task]
+id = "engine-replay"
+version = "1"
+
+[policy]
+id = "replay"
+version = "1"
+allowed_actions = ["commit"]
+allowed_paths = ["**"]
+approval_risks = [{approval_risks}]
+
+[policy.budgets]
+proposals = {budget}
+steps = {budget}
+wall_seconds = 600
+
+[environment]
+adapter = "git"
+target = "target"
+setup = "clone-at-base"
+
+[planner]
+kind = "git-history"
+source = {source}
+range = "last:{count}"
+risk = "{risk}"
+
+[verifier]
+kind = "tree-equals-source"
+"""
+
+
+def write_replay_task(directory: Path, source: Path, *, count: int = SOURCE_COMMITS,
+                      risk: str = "low", approval_risks: tuple[str, ...] = (),
+                      budget: int = 40) -> Path:
+    """A git-history replay of ``source``'s last ``count`` commits into ``directory/target``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "task.toml"
+    path.write_text(REPLAY_TASK.format(
+        source=json.dumps(str(source)), count=count, risk=risk, budget=budget,
+        approval_risks=", ".join(json.dumps(r) for r in approval_risks),
+    ), encoding="utf-8")
+    return path
+
+
+def planned_intents(source: Path, count: int = SOURCE_COMMITS) -> list[str]:
+    """The intent digests an uninterrupted replay of ``last:count`` proposes, cursor by cursor.
+
+    Computed from the planner alone (no database, no adapter): the plan is deterministic, so
+    every run of the task -- crashed and resumed or not -- must propose exactly these.
+    """
+    planner = GitHistoryPlanner(source=source, range=f"last:{count}")
+    state = planner.init_state()
+    blobs = BlobStore()
+    out = []
+    for cursor in range(count):
+        action = planner.propose(cursor=cursor, planner_state=state, observation=observation(),
+                                 put_blob=blobs.put)
+        assert isinstance(action, Action)
+        out.append(action.intent_digest())
+    return out
+
+
+# --- scripted workspace tasks ---------------------------------------------------------------
+
+WORKSPACE_STEPS: list[dict[str, Any]] = [
+    {"target": "README.md", "content": "# Workspace\n"},
+    {"target": "notes.txt", "content": "temporary notes\n"},
+    {"target": "scripts/run.sh", "content": "#!/bin/sh\necho run\n", "executable": True},
+    {"target": "README.md", "content": "# Workspace\n\nEdited by step four.\n"},
+    {"target": "notes.txt", "delete": True},
+]
+"""Five writes: add, add, add executable, edit, delete."""
+
+WORKSPACE_FINAL = {
+    "README.md": "# Workspace\n\nEdited by step four.\n",
+    "scripts/run.sh": "#!/bin/sh\necho run\n",
+}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(value)
+
+
+def scripted_task_text(steps: list[dict[str, Any]], *, files: dict[str, str] | None = None,
+                       absent: list[str] | None = None, approval_risks: tuple[str, ...] = (),
+                       allowed_paths: tuple[str, ...] = ("**",), budget: int = 40,
+                       task_id: str = "engine-scripted") -> str:
+    """TOML text of a scripted workspace task writing into ``workspace`` next to the file.
+
+    ``files`` / ``absent`` set a ``files-equal`` verifier; without them the verifier is
+    ``always``.
+    """
+    lines = [
+        "[task]", f'id = "{task_id}"', 'version = "1"', "",
+        "[policy]", 'id = "scripted"', 'version = "1"',
+        'allowed_actions = ["write_file", "delete_file"]',
+        "allowed_paths = [" + ", ".join(json.dumps(p) for p in allowed_paths) + "]",
+        "approval_risks = [" + ", ".join(json.dumps(r) for r in approval_risks) + "]", "",
+        "[policy.budgets]", f"proposals = {budget}", f"steps = {budget}", "wall_seconds = 600", "",
+        "[environment]", 'adapter = "workspace"', 'target = "workspace"', "",
+        "[planner]", 'kind = "scripted"', "",
+    ]
+    for step in steps:
+        lines.append("[[planner.steps]]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in step.items())
+        lines.append("")
+    if files is None and absent is None:
+        lines += ["[verifier]", 'kind = "always"']
+    else:
+        lines += ["[verifier]", 'kind = "files-equal"',
+                  "absent = [" + ", ".join(json.dumps(p) for p in absent or []) + "]", "",
+                  "[verifier.files]"]
+        lines.extend(f"{json.dumps(path)} = {json.dumps(text)}"
+                     for path, text in sorted((files or {}).items()))
+    return "\n".join(lines) + "\n"
+
+
+def write_scripted_task(directory: Path, steps: list[dict[str, Any]] | None = None,
+                        **kwargs: Any) -> Path:
+    """Write :func:`scripted_task_text` to ``directory/task.toml`` and create the workspace."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "workspace").mkdir(exist_ok=True)
+    path = directory / "task.toml"
+    if steps is None:
+        steps = WORKSPACE_STEPS
+        kwargs.setdefault("files", WORKSPACE_FINAL)
+        kwargs.setdefault("absent", ["notes.txt"])
+    path.write_text(scripted_task_text(steps, **kwargs), encoding="utf-8")
+    return path
+
+
+# --- reading a run back ---------------------------------------------------------------------
+
+
+def run_target(run_id: str) -> Path:
+    """The environment directory the run acts on (a per-run clone for clone-at-base tasks)."""
+    return Path(Run.objects.get(run_id=run_id).spec["target"])
+
+
+def run_adapter(run_id: str) -> Adapter:
+    """A fresh adapter on the run's environment, as another caller would open it."""
+    run = Run.objects.get(run_id=run_id)
+    return open_adapter(run.spec["task"]["environment"]["adapter"], run.spec["target"])
+
+
+def restore(run_id: str) -> Restored:
+    """The run's committed checkpoint, restored exactly as the engine restores it."""
+    run = Run.objects.get(run_id=run_id)
+    spec = TaskSpec.from_json(run.spec["task"])
+    scenario = scenario_fingerprint(spec, _InitialObservation(**run.spec["initial"]))
+    return checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario,
+                              versions=VersionSet(**spec.versions.model_dump()))
+
+
+def trace_types(run_id: str) -> list[str]:
+    """Event types of the run's trace, in order."""
+    return list(TraceEvent.objects.filter(run_id=run_id).order_by("seq")
+                .values_list("event_type", flat=True))
+
+
+def trace_events(run_id: str, event_type: str) -> list[dict[str, Any]]:
+    """Payloads of the run's events of ``event_type``, in order."""
+    return list(TraceEvent.objects.filter(run_id=run_id, event_type=event_type).order_by("seq")
+                .values_list("payload", flat=True))
+
+
+def keyed_commits(repo: Path) -> list[str]:
+    """``Idempotency-Key`` trailer values on HEAD's history, oldest first, one per keyed commit.
+
+    Read with plain ``git log``, not through the adapter: this is the repository's own record.
+    """
+    out = git(repo, "log", "--reverse", "--format=%x1e%(trailers:key=Idempotency-Key,valueonly)",
+              "HEAD")
+    keys = []
+    for record in out.split("\x1e")[1:]:
+        values = [line.strip() for line in record.splitlines() if line.strip()]
+        keys.extend(values)
+    return keys
+
+
+def commit_trailer(repo: Path, trailer: str) -> list[str]:
+    """Values of ``trailer`` on HEAD's history, oldest first (commits without it are skipped)."""
+    out = git(repo, "log", "--reverse", f"--format=%x1e%(trailers:key={trailer},valueonly)", "HEAD")
+    return [line.strip() for record in out.split("\x1e")[1:] for line in record.splitlines()
+            if line.strip()]
+
+
+def key_effects(repo: Path) -> Counter[str]:
+    """How many commits carry each idempotency key (exactly-once means every count is 1)."""
+    return Counter(keyed_commits(repo))
+
+
+def head_tree(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD^{tree}").strip()
+
+
+def workspace_journal(workspace: Path) -> list[dict[str, Any]]:
+    """The workspace adapter's journal records, read straight from ``.ratchet/journal.jsonl``."""
+    text = (workspace / ".ratchet" / "journal.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def journal_effects(workspace: Path) -> Counter[str]:
+    """How many ``committed`` journal records each idempotency key has."""
+    return Counter(r["key"] for r in workspace_journal(workspace) if r["type"] == "committed")
+
+
+def workspace_files(workspace: Path) -> dict[str, tuple[str, bool]]:
+    """``relative path -> (text, executable)`` of every file outside ``.ratchet``."""
+    out = {}
+    for path in sorted(workspace.rglob("*")):
+        rel = path.relative_to(workspace).as_posix()
+        if rel.split("/")[0] == ".ratchet" or not path.is_file():
+            continue
+        out[rel] = (path.read_text(encoding="utf-8"), bool(path.stat().st_mode & 0o100))
+    return out
+
+
+def outside_commit(repo: Path, message: str, *, all_tracked: bool = False) -> str:
+    """Commit whatever is in ``repo``'s work tree as an outsider would (not through the adapter)."""
+    git(repo, "add", "-u" if all_tracked else "-A")
+    git(repo, "commit", "-q", "-m", message, GIT_AUTHOR_NAME="Outsider",
+        GIT_AUTHOR_EMAIL="outsider@example.org", GIT_AUTHOR_DATE="2024-06-01T00:00:00+00:00")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+# --- a git that hangs -----------------------------------------------------------------------
+
+HANGING_GIT = """#!/bin/sh
+# A git that hangs on `update-ref` for its first {limit} call(s): {when} the real ref update.
+for arg in "$@"; do
+  if [ "$arg" = update-ref ]; then
+    hangs=$(cat "{state}" 2>/dev/null | wc -l)
+    if [ "$hangs" -lt {limit} ]; then
+      echo hang >> "{state}"
+      {real_first}
+      exec sleep 60
+    fi
+  fi
+done
+exec "{git}" "$@"
+"""
+
+
+def install_hanging_git(directory: Path, *, limit: int, after_update: bool) -> Path:
+    """Write a ``git`` wrapper into ``directory`` and return the directory (prepend it to PATH).
+
+    The wrapper passes every call through to the real git, except the first ``limit`` calls of
+    ``git update-ref`` -- the git adapter's commit point. Those hang (``exec sleep``, so the
+    adapter's timeout kills the very process it started) either before the real ref update
+    (``after_update=False``: nothing committed) or right after it (``after_update=True``: the
+    commit landed, the caller never hears of it).
+    """
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "git"
+    script.write_text(HANGING_GIT.format(
+        limit=limit, state=directory / "hangs", git=real,
+        when="after" if after_update else "before",
+        real_first=f'"{real}" "$@" >/dev/null 2>&1' if after_update else ":",
+    ), encoding="utf-8")
+    script.chmod(0o755)
+    return directory
+
+
+def hangs(directory: Path) -> int:
+    """How many times the wrapper in ``directory`` hung so far."""
+    path = directory / "hangs"
+    return len(path.read_text().splitlines()) if path.exists() else 0

@@ -1,0 +1,69 @@
+"""Story: recovery-stats tells operators whether recoveries really recovered (DESIGN.md 8).
+
+Recovery success rate drives rollouts: crossing its threshold stops new runs. A resume after a
+crash that restores the checkpoint but then has to freeze the run for a human -- the cached
+receipt is gone from the adapter, or the environment drifted while the worker was dead -- did
+not recover the run, and must count as a failed recovery, not as a success. A clean resume
+counts as a success, with its duration.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime.engine import run_advance
+from tests.engine.support import restore, run_target
+from tests.helpers.procs import KILLED, child_env, run_manage
+from tests.planners.gitrepo import git
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _killed(task: Path, point: str) -> str:
+    killed = run_manage("run", str(task), "--no-progress",
+                        env=child_env(RATCHET_CRASH_AT=point, RATCHET_LEASE_SECONDS="1"))
+    assert killed.returncode == KILLED, killed.stderr
+    return killed.stdout.splitlines()[0].removeprefix("run ")
+
+
+def _stats(run_id: str) -> dict:
+    out = run_manage("recovery-stats", "--json", "--run", run_id)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_it_counts_a_clean_resume_as_a_successful_recovery(replay_task: Path) -> None:
+    run_id = _killed(replay_task, "engine.after_execute:2")
+
+    assert run_advance(run_id=run_id, wait_seconds=10).phase == "completed"
+
+    stats = _stats(run_id)
+    assert (stats["recoveries"], stats["succeeded"], stats["failed"]) == (1, 1, 0)
+    assert stats["success_rate"] == 1.0 and stats["duration_median_seconds"] >= 0
+
+
+def test_it_counts_a_resume_that_freezes_on_a_missing_receipt_as_failed(replay_task: Path) -> None:
+    run_id = _killed(replay_task, "engine.after_receipt_cache")
+    pre_write = restore(run_id).state.pending.pre_state.version
+    git(run_target(run_id), "reset", "-q", "--hard", pre_write)
+
+    report = run_advance(run_id=run_id, wait_seconds=10)
+
+    assert (report.phase, report.stop_reason) == ("needs_review", "receipt_missing")
+    stats = _stats(run_id)
+    assert (stats["recoveries"], stats["succeeded"], stats["failed"]) == (1, 0, 1)
+    assert stats["success_rate"] == 0.0
+
+
+def test_it_counts_a_resume_that_freezes_on_drift_as_failed(replay_task: Path) -> None:
+    run_id = _killed(replay_task, "engine.after_step_commit")
+    (run_target(run_id) / "README.md").write_text("edited while the worker was dead\n")
+
+    report = run_advance(run_id=run_id, wait_seconds=10)
+
+    assert (report.phase, report.stop_reason) == ("needs_review", "environment_drift")
+    stats = _stats(run_id)
+    assert (stats["recoveries"], stats["succeeded"], stats["failed"]) == (1, 0, 1)
