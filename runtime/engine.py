@@ -62,6 +62,7 @@ from runtime.core.crashpoints import crash_point, register
 from runtime.core.idempotency import compare_receipts, derive_key
 from runtime.core.statemachine import Event, transition
 from runtime.errors import (
+    AdapterError,
     AdapterTimeoutError,
     EngineError,
     LeaseHeldError,
@@ -475,14 +476,21 @@ def _obs_json(obs: Observation) -> dict[str, str]:
 def _step(ctx: _Ctx) -> None:
     ctx.lease = lease_renew(lease=ctx.lease, ttl_seconds=ctx.ttl)
     phase = ctx.state.phase
-    if _cancel_requested(ctx):
-        _cancel(ctx)
-    elif phase == Phase.RUNNING:
-        _propose(ctx)
-    elif phase == Phase.PENDING:
-        _execute_pending(ctx)
-    else:  # pragma: no cover - the loop only calls _step in running/pending
-        raise EngineError(f"cannot step a run in phase {phase}", run_id=ctx.run_id)
+    try:
+        if _cancel_requested(ctx):
+            _cancel(ctx)
+        elif phase == Phase.RUNNING:
+            _propose(ctx)
+        elif phase == Phase.PENDING:
+            _execute_pending(ctx)
+        else:  # pragma: no cover - the loop only calls _step in running/pending
+            raise EngineError(f"cannot step a run in phase {phase}", run_id=ctx.run_id)
+    except AdapterError as exc:
+        if exc.retryable:
+            raise  # busy or unavailable: the same step can succeed later (Celery retries)
+        # The adapter refused for a reason a retry cannot fix (invalid action for this state, a
+        # corrupt receipt store, an indeterminate write): fail closed, a human decides.
+        _freeze(ctx, Event.ADAPTER_REFUSED, StopReason.ADAPTER_REFUSED, f"{type(exc).__name__}: {exc}")
 
 
 def _cancel_requested(ctx: _Ctx) -> bool:

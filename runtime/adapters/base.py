@@ -291,19 +291,23 @@ def parse_file_action(action: Action, *, reserved: Iterable[str] = ()) -> FileCh
 
 
 def check_no_nested_paths(changes: Iterable[FileChange]) -> None:
-    """Reject two changes to one path, or one change's path being a directory of another's.
+    """Reject two changes to one path, or a change below a path another change *writes*.
+
+    Writing below a path that the same commit deletes is allowed: that is a file turning into a
+    directory (``a`` deleted, ``a/b`` written), which real histories contain.
 
     Raises:
         InvalidActionError: naming the offending path.
     """
-    paths = sorted(change.path for change in changes)
+    changes = list(changes)
+    written = {change.path for change in changes if change.op == "write"}
     seen: set[str] = set()
-    for path in paths:
+    for path in sorted(change.path for change in changes):
         if path in seen:
             raise InvalidActionError("two changes name the same path", path=path)
         parts = path.split("/")
         for i in range(1, len(parts)):
-            if "/".join(parts[:i]) in seen:
+            if "/".join(parts[:i]) in written:
                 raise InvalidActionError("a change writes below another change's file", path=path)
         seen.add(path)
 

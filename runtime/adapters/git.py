@@ -517,6 +517,7 @@ class GitAdapter:
             raise AdapterCommandError("git cat-file answered an unexpected number of lines")
         kinds = {q: (None if a.endswith(" missing") else a)
                  for q, a in zip(queries, answers, strict=True)}
+        deleted = {c.path for c in changes if c.op == "delete"}
         for change in changes:
             parts = change.path.split("/")
             for i in range(len(parts)):
@@ -538,6 +539,8 @@ class GitAdapter:
                     break
                 if kind == "tree" and not last:
                     continue
+                if kind == "blob" and not last and sub in deleted and change.op == "write":
+                    break  # a file this commit deletes turns into a directory: nothing is in the way
                 if kind == "blob" and self._mode(tree, sub) == "120000":
                     raise PathEscapeError("a symlink is on the path; links are never written "
                                           "through or replaced", path=sub)

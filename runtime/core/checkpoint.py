@@ -96,6 +96,7 @@ class StopReason(StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"
     POLICY_VIOLATION = "policy_violation"
     ABORTED_BY_REVIEWER = "aborted_by_reviewer"
+    ADAPTER_REFUSED = "adapter_refused"
 
 
 class Risk(StrEnum):

@@ -82,11 +82,14 @@ class Event(StrEnum):
     """A proposed write broke the run's scope or policy."""
     CANCEL = "cancel"
     """An operator cancelled the run."""
+    ADAPTER_REFUSED = "adapter_refused"
+    """The adapter refused a write or observation for a reason a retry cannot fix."""
 
 
 _FREEZE = {
     Event.RECEIPT_DRIFT: Phase.NEEDS_REVIEW,
     Event.ENVIRONMENT_DRIFT: Phase.NEEDS_REVIEW,
+    Event.ADAPTER_REFUSED: Phase.NEEDS_REVIEW,
 }
 
 _TABLE: dict[Phase, dict[Event, Phase]] = {
@@ -94,6 +97,7 @@ _TABLE: dict[Phase, dict[Event, Phase]] = {
         Event.PROPOSE_WRITE: Phase.PENDING,
         Event.APPROVAL_REQUIRED: Phase.AWAITING_APPROVAL,
         Event.ENVIRONMENT_DRIFT: Phase.NEEDS_REVIEW,
+        Event.ADAPTER_REFUSED: Phase.NEEDS_REVIEW,
         Event.VERIFIED: Phase.COMPLETED,
         Event.VERIFIER_FAILED: Phase.FAILED,
         Event.BUDGET_EXHAUSTED: Phase.FAILED,
