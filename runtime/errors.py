@@ -457,3 +457,24 @@ class DemoSetupError(RatchetError):
 
     default_message = "the demo cannot be set up"
     hint = "run the demo from a clone of the repository with its full history (not shallow)"
+
+
+# --- benchmarks (manage.py bench) -------------------------------------------------------------
+
+
+class BenchmarkError(RatchetError):
+    """A benchmark could not measure what it set out to (a child failed, a replay did not
+    complete, a recovery froze or duplicated a write). Context names the run id or the child's
+    exit code where there is one. Not retryable as such: the cause is in the output above."""
+
+    default_message = "benchmark failed"
+    hint = "no numbers were printed; the measuring child's output above says what failed"
+
+
+class BenchmarkScratchError(BenchmarkError):
+    """The throwaway database for ``manage.py bench`` cannot be made, or the measuring process
+    is not pointed at one: benchmarks never run against the user's real database."""
+
+    default_message = "refusing to benchmark outside a throwaway database"
+    hint = ("benchmarks run only via `manage.py bench`, on the scratch database it creates and "
+            "removes; drop a leftover <name>_bench by hand once no bench is running")

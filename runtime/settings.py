@@ -212,17 +212,102 @@ RATCHET_CREATE_KEY_FILE = _typed("RATCHET_CREATE_KEY_FILE", env.bool, True)
 RATCHET_LEASE_SECONDS = _typed("RATCHET_LEASE_SECONDS", env.float, 30.0)
 if RATCHET_LEASE_SECONDS <= 0:
     raise ImproperlyConfigured("environment variable RATCHET_LEASE_SECONDS must be > 0")
+RATCHET_APPROVAL_SECONDS = _typed("RATCHET_APPROVAL_SECONDS", env.float, 3600.0)
+if RATCHET_APPROVAL_SECONDS <= 0:
+    raise ImproperlyConfigured("environment variable RATCHET_APPROVAL_SECONDS must be > 0")
 RATCHET_WORKER_ID = env.str("RATCHET_WORKER_ID", default="")
 
 # --- Celery ----------------------------------------------------------------------------------
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")
+# Embedded default: `manage.py worker` runs one worker with the sweeper (beat) inside it, on a
+# broker that needs no server (kombu's SQLAlchemy transport on var/broker.sqlite3). Production:
+# CELERY_BROKER_URL=redis://... or amqp://..., `celery -A runtime worker` on every machine and
+# exactly ONE `celery -A runtime beat` (a second beat only sends duplicate sweeps, which are safe
+# but wasteful). Tasks carry only ids and are safe to deliver twice (runtime/tasks.py).
+CELERY_BROKER_URL = env.str(
+    "CELERY_BROKER_URL", default=f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}"
+)
+
+
+def _broker_scheme(url: str) -> str:
+    return url.partition("://")[0].lower()
+
+
+def _is_sqlalchemy_broker(url: str) -> bool:
+    return _broker_scheme(url).startswith(("sqla+", "sqlalchemy+"))
+
+
+def _reject_on_worker_lost(url: str) -> bool:
+    """Give a dead pool process's message back to the queue, except on the SQLAlchemy broker.
+
+    That transport shares one SQLAlchemy session between the consumer and the pool's result
+    thread, which is where a worker-lost reject republishes: the two collide and the whole worker
+    dies ("session is in 'prepared' state"). There the message is acknowledged instead and the
+    sweeper re-queues the run once its lease expires (it would only find the lease held before).
+    """
+    return not _is_sqlalchemy_broker(url)
+
+
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None)
+# Outcomes live in the trace and the checkpoints; a result store would be a second, weaker copy.
+CELERY_TASK_IGNORE_RESULT = True
+# Acknowledge after the task ran, so a SIGKILL mid-step leaves the message unacknowledged (to be
+# delivered again or, at worst, replaced by the sweeper); the lease makes a second delivery a
+# no-op or a recovery, never a second effect.
 CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = _reject_on_worker_lost(CELERY_BROKER_URL)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Seconds a worker waits for a dead pool process's result before declaring its job lost. Until
+# then the job holds a prefetch slot and the worker takes no new message (default 10 s); our
+# tasks keep no results, and a job declared lost too early is at worst delivered twice.
+CELERY_WORKER_LOST_WAIT = 2.0
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="ratchet")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# Seconds between sweeps for runs whose worker died (lease expired by the database clock) or that
+# nobody is driving (lease free, untouched for this long).
+RATCHET_SWEEP_SECONDS = _typed("RATCHET_SWEEP_SECONDS", env.float, 10.0)
+if RATCHET_SWEEP_SECONDS <= 0:
+    raise ImproperlyConfigured("environment variable RATCHET_SWEEP_SECONDS must be > 0")
+# Committed steps one advance_run task drives before it re-enqueues the run: small batches let
+# many runs interleave across workers without paying a broker round trip for every step.
+RATCHET_STEPS_PER_TASK = _positive_int("RATCHET_STEPS_PER_TASK", 8)
+CELERY_BEAT_SCHEDULE = {
+    # Sweeps sent while no worker was up expire instead of piling up (a minute, or three
+    # periods: generous, since the worker judges expiry by its own clock).
+    "ratchet.sweep": {"task": "ratchet.sweep", "schedule": RATCHET_SWEEP_SECONDS,
+                      "options": {"expires": max(60.0, 3 * RATCHET_SWEEP_SECONDS)}},
+}
+
+# Redis redelivers an unacknowledged message after the visibility timeout (seconds). It must
+# outlast the longest task, or a running task's message is handed to a second worker (harmless:
+# the lease turns it into a no-op, but wasteful), so it is refused if not longer than the lease.
+RATCHET_BROKER_VISIBILITY_SECONDS = _typed("RATCHET_BROKER_VISIBILITY_SECONDS", env.float, 3600.0)
+if RATCHET_BROKER_VISIBILITY_SECONDS <= RATCHET_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "environment variable RATCHET_BROKER_VISIBILITY_SECONDS must be longer than "
+        "RATCHET_LEASE_SECONDS"
+    )
+
+
+def _broker_transport_options(url: str) -> dict[str, Any]:
+    scheme = _broker_scheme(url)
+    if scheme in ("redis", "rediss", "sentinel", "redis+socket"):
+        return {"visibility_timeout": RATCHET_BROKER_VISIBILITY_SECONDS}
+    if _is_sqlalchemy_broker(url):
+        # Every option of this transport goes to sqlalchemy.create_engine(), so only engine
+        # arguments belong here (not even `polling_interval`, which it refuses: it polls every
+        # second). The SQLite busy timeout (seconds) rides out processes publishing at once.
+        return {"connect_args": {"timeout": 30}} if "+sqlite" in scheme else {}
+    return {}
+
+
+CELERY_BROKER_TRANSPORT_OPTIONS = _broker_transport_options(CELERY_BROKER_URL)
 
 LOGGING = {
     "version": 1,
