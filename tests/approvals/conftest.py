@@ -35,9 +35,8 @@ class ApprovalStory:
 
 
 @pytest.fixture
-def story(tmp_path: Path, ratchet_keys, settings) -> ApprovalStory:
+def story(tmp_path: Path, ratchet_keys) -> ApprovalStory:
     """A run frozen in awaiting_approval before its high-risk write."""
-    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
     spec = write_scripted_task(tmp_path, steps=STEPS, approval_risks=("high",))
     run_id = run_start(spec_path=spec, worker="worker-a")
     report = run_advance(run_id=run_id, worker="worker-a")

@@ -76,8 +76,7 @@ def freeze_on_conflict(run_id: str, workspace: Path) -> str:
 
 
 @pytest.fixture
-def conflict(tmp_path: Path, ratchet_keys, settings) -> ConflictStory:
-    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+def conflict(tmp_path: Path, ratchet_keys) -> ConflictStory:
     spec = write_scripted_task(tmp_path, steps=STEPS)
     run_id = run_start(spec_path=spec, worker="worker-a")
     key = freeze_on_conflict(run_id, tmp_path / "ws")
