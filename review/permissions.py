@@ -1,21 +1,28 @@
 """Who may do what on the dashboard, checked in every view (house style 6).
 
-Read access, decided for this first (read-only) half of the dashboard:
-
-=====================  =========  ========  ========  =========  ==========
-page                   anonymous  stranger  operator  reviewer   admin
-=====================  =========  ========  ========  =========  ==========
-runs list, run detail  login      403       read      read       read
-attachment download    login      403       read      read       read
-health                 login      403       read      read       read
-trace evidence browser login      403       403       403        read
-=====================  =========  ========  ========  =========  ==========
+==========================  =========  ========  ========  =========  ==========
+page or action              anonymous  stranger  operator  reviewer   admin
+==========================  =========  ========  ========  =========  ==========
+runs list, run detail       login      403       read      read       read
+attachment download         login      403       read      read       read
+health                      login      403       read      read       read
+trace evidence browser      login      403       403       403        read
+evidence bundle download    login      403       403       403        read
+approvals queue             login      403       read      403        read
+approve / refresh / deny    login      403       POST      403        POST
+cancel a run                login      403       POST      403        POST
+review cases, one case      login      403       403       read       read
+decide a case               login      403       403       POST       POST
+==========================  =========  ========  ========  =========  ==========
 
 "login" is a redirect to the sign-in page (a 401 carrying ``HX-Redirect`` for htmx requests, so a
 polled fragment sends the browser to sign in instead of swapping the login form into a table).
 A *stranger* is a signed-in user in none of the three groups. The run detail shows each run's own
 trace timeline to every role, because an operator deciding on a frozen action must see its trace
 (DESIGN.md section 6); browsing evidence *across* runs is the admin's ("admin (all, plus trace)").
+
+Every action is a POST with the CSRF token (the middleware refuses it before the view runs) and
+calls a runtime service as the signed-in user.
 
 The check lives in the view decorator, so an htmx fragment request gets exactly the same check as
 the full page: a check that only wraps a fragment in a template protects nothing.

@@ -1,5 +1,9 @@
 """Read-only queries behind the dashboard pages. Nothing here writes a runtime table.
 
+The approvals queue and the review case pages read through the runtime's services
+(``runtime.approvals.approvals_waiting``, ``runtime.reviews.decision_prepare``); their lists are
+paginated with a fixed page size, so their query counts do not grow with the number of runs.
+
 Query counts are independent of how many runs, checkpoints and trace events exist (issue: "query
 counts ... stay constant as runs and trace events grow tenfold"): lists are paginated with
 Django's ``Paginator``, the runs list verifies the committed checkpoint of *the page's rows only*
@@ -25,13 +29,25 @@ from django.db import OperationalError, ProgrammingError
 from django.db.models import BooleanField, Case, Count, Q, QuerySet, Value, When
 from django.db.models.functions import Now
 
+from runtime.approvals import WaitingApproval, approvals_waiting
+from runtime.attachments import attachment_get
 from runtime.checkpoints import CheckpointReport, Restored, checkpoint_inspect, checkpoint_verify
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import RunState, open_envelope
 from runtime.core.signing import TrustRoot
-from runtime.errors import RatchetError, RunNotFoundError, SigningError
+from runtime.errors import RatchetError, ReviewCaseNotFoundError, RunNotFoundError, SigningError
 from runtime.keys import keyring_for
-from runtime.models import Attachment, Checkpoint, HighWaterMark, Phase, Run, TraceEvent
+from runtime.models import (
+    Attachment,
+    CaseStatus,
+    Checkpoint,
+    HighWaterMark,
+    Phase,
+    ReviewCase,
+    Run,
+    TraceEvent,
+)
+from runtime.reviews import decision_prepare
 from runtime.routers import hwm_alias
 from runtime.stats import RecoveryStats, recovery_stats
 from runtime.trace import ChainReport, trace_verify
@@ -451,4 +467,257 @@ def health_summary() -> Health:
         phases=[(p.value, p.label, counts.get(p.value, 0)) for p in Phase],
         total_runs=sum(counts.values()),
         unleased_live=unleased,
+    )
+
+
+# --- approvals queue -------------------------------------------------------------------------
+
+APPROVALS_PER_PAGE = 10
+"""Cards per approvals page. Each card verifies its run's committed checkpoint and reads its
+dry-run diff, so the page's query count is bounded by this, never by how many runs wait."""
+
+CASES_PER_PAGE = 25
+DIFF_LINE_LIMIT = 400
+"""Lines of a dry-run diff shown on a card; the full diff is one download away."""
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One line of a unified diff and its kind: ``add``, ``del``, ``hunk``, ``meta`` or ``ctx``."""
+
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class DiffView:
+    """A dry-run diff ready to render as ``<pre>``: its lines (at most ``DIFF_LINE_LIMIT``), how
+    many were left out, and an error text when the diff could not be read (then no lines)."""
+
+    digest: str
+    lines: list[DiffLine]
+    omitted: int = 0
+    error: str = ""
+
+
+def diff_lines(text: str) -> list[DiffLine]:
+    """Classify the lines of a unified diff (``git diff`` / ``diff -u`` output) for display."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(("+++", "---", "diff ", "index ", "new file", "deleted file",
+                            "old mode", "new mode", "similarity", "rename ", "Binary files")):
+            kind = "meta"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "ctx"
+        out.append(DiffLine(kind, line))
+    return out
+
+
+def _diff_view(digest: str | None) -> DiffView | None:
+    if not digest:
+        return None
+    try:
+        data = attachment_get(digest=digest)
+    except RatchetError as exc:
+        # A diff that fails its digest check is not evidence: say so instead of showing it.
+        return DiffView(digest=digest, lines=[], error=exc.message)
+    lines = diff_lines(data.decode("utf-8", "replace"))
+    return DiffView(digest=digest, lines=lines[:DIFF_LINE_LIMIT],
+                    omitted=max(0, len(lines) - DIFF_LINE_LIMIT))
+
+
+@dataclass(frozen=True)
+class ApprovalCard:
+    """One run waiting for an approval, as the queue shows it.
+
+    ``waiting`` is the runtime's view (``runtime.approvals.WaitingApproval``: action, risk,
+    digests, environment fingerprint and version, approval state); ``diff`` the dry-run diff.
+    """
+
+    waiting: WaitingApproval
+    diff: DiffView | None
+
+    @property
+    def run_id(self) -> str:
+        return self.waiting.run_id
+
+    @property
+    def summary(self) -> str:
+        """The first line of a commit action's message, or ``""``."""
+        message = self.waiting.action.get("params", {}).get("message")
+        if not isinstance(message, str) or not message.strip():
+            return ""
+        return message.strip().splitlines()[0]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The action's parameters without the file changes (those are in the diff)."""
+        return {k: v for k, v in self.waiting.action.get("params", {}).items() if k != "changes"}
+
+
+@dataclass(frozen=True)
+class ApprovalsQueue:
+    """A page of :class:`ApprovalCard` (``page.object_list``).
+
+    ``left_out``: run ids on this page that the runtime did not list: their committed checkpoint
+    does not verify (they need forensic handling, not an approval) or they stopped waiting
+    between the two reads.
+    """
+
+    page: Page
+    left_out: list[str]
+
+
+def approvals_queue(*, run: str = "", page_number: Any = 1) -> ApprovalsQueue:
+    """Runs in ``awaiting_approval``, longest waiting first, one page at a time.
+
+    Args:
+        run: only this run id (``""``: all).
+        page_number: 1-based page; anything invalid gives the first or last page.
+    """
+    ids = Run.objects.filter(phase=Phase.AWAITING_APPROVAL.value)
+    if run:
+        ids = ids.filter(run_id=run)
+    ids = ids.order_by("updated_at", "run_id").values_list("run_id", flat=True)
+    page = Paginator(ids, APPROVALS_PER_PAGE).get_page(page_number)
+    page_ids = list(page.object_list)
+    waiting = {w.run_id: w for w in approvals_waiting(run_ids=page_ids)} if page_ids else {}
+    page.object_list = [
+        ApprovalCard(waiting=waiting[run_id], diff=_diff_view(waiting[run_id].dry_run_diff))
+        for run_id in page_ids
+        if run_id in waiting
+    ]
+    return ApprovalsQueue(page=page, left_out=[r for r in page_ids if r not in waiting])
+
+
+# --- review cases ------------------------------------------------------------------------------
+
+
+def case_list(*, status: str = "", page_number: Any = 1) -> Page:
+    """Review cases, open ones first then newest first, filtered by ``status`` (``""``: any); a
+    page of ``ReviewCase`` rows with their run (one query for the rows, one for the count)."""
+    rows = ReviewCase.objects.select_related("run").defer(
+        "run__spec", "pending", "receipt", "environment", "observed", "trace_excerpt", "sealed",
+        "decision",
+    )
+    if status:
+        rows = rows.filter(status=status)
+    rows = rows.order_by(
+        Case(When(status=CaseStatus.OPEN, then=Value(0)), default=Value(1)), "-opened_at", "case_id"
+    )
+    return Paginator(rows, CASES_PER_PAGE).get_page(page_number)
+
+
+def case_counts() -> dict[str, int]:
+    """Number of cases per status (one query)."""
+    counts = dict(ReviewCase.objects.order_by().values_list("status").annotate(n=Count("pk")))
+    return {s.value: counts.get(s.value, 0) for s in CaseStatus}
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One row of the intent/receipt comparison.
+
+    ``differs`` (the page highlights the row) when the two sides say the same kind of thing,
+    both are known, and they are not equal. ``comparable`` is False for a row whose two sides
+    are different facts shown together (the environment version before vs after the write).
+    """
+
+    label: str
+    intent: Any
+    receipt: Any
+    comparable: bool = True
+
+    @property
+    def differs(self) -> bool:
+        return (self.comparable and self.intent is not None and self.receipt is not None
+                and self.intent != self.receipt)
+
+
+def _comparison(pending: dict[str, Any] | None, receipt: dict[str, Any] | None) -> list[Compared]:
+    """The pending intent beside the conflicting receipt (DESIGN.md section 6), field by field.
+
+    The intent side holds what the run planned: its key and intent digest, the adapter namespace
+    and environment version it expected to write against; the receipt side what the adapter
+    recorded. Fields an intent does not have (receipt id, adapter version) show as unknown.
+    """
+    pending = pending or {}
+    receipt = receipt or {}
+    pre = pending.get("pre_state") or {}
+    action = pending.get("action") or {}
+    namespace = f"{pre['adapter_kind']}:{pre['instance_id']}" if pre.get("instance_id") else None
+    return [
+        Compared("Idempotency key", pending.get("idempotency_key"), receipt.get("idempotency_key")),
+        Compared("Intent digest", pending.get("intent_digest"), receipt.get("intent_digest")),
+        Compared("Action", action.get("kind"), None),
+        Compared("Target / business object", action.get("target") or None,
+                 receipt.get("business_object")),
+        Compared("Namespace", namespace, receipt.get("namespace")),
+        Compared("Adapter version", None, receipt.get("adapter_version")),
+        Compared("Receipt id", None, receipt.get("receipt_id")),
+        Compared("Result", None, receipt.get("result")),
+        Compared("Environment version (intent: before the write; receipt: after it)",
+                 pre.get("version"), receipt.get("environment_version_after"), comparable=False),
+    ]
+
+
+@dataclass(frozen=True)
+class CaseDetail:
+    """A review case with what the page shows beside it.
+
+    Attributes:
+        case: the ``ReviewCase`` row (with its run).
+        comparison: intent vs receipt, field by field (:class:`Compared`).
+        binding: for an open case, the exact fields a decision will be signed over
+            (``runtime.reviews.decision_prepare``: from the committed checkpoint and the
+            environment as observed now); ``None`` for a closed case or when it cannot be read.
+        binding_error: why the binding could not be prepared (the run's checkpoint fails to
+            verify, the environment cannot be observed), or ``""``.
+        refusals: the run's newest ``review.refused`` trace payloads (at most 5), newest first.
+    """
+
+    case: ReviewCase
+    comparison: list[Compared]
+    binding: dict[str, Any] | None
+    binding_error: str
+    refusals: list[dict[str, Any]]
+
+
+def case_get(*, case_id: str, prepare: bool = True) -> CaseDetail:
+    """One case for the detail page. For an open case (and ``prepare``), also the binding a
+    decision would be signed over, observed now.
+
+    Raises:
+        ReviewCaseNotFoundError: no such case.
+    """
+    case = (
+        ReviewCase.objects.select_related("run").defer("run__spec").filter(case_id=case_id).first()
+    )
+    if case is None:
+        raise ReviewCaseNotFoundError(case_id=case_id)
+    binding, error = None, ""
+    if prepare and case.status == CaseStatus.OPEN:
+        try:
+            binding = decision_prepare(case_id=case_id)
+        except RatchetError as exc:
+            error = str(exc)
+    refusals = [
+        payload
+        for payload in TraceEvent.objects.filter(
+            run_id=case.run_id, event_type="review.refused"
+        ).order_by("-seq").values_list("payload", flat=True)[:5]
+        if payload.get("case_id") == case_id
+    ]
+    return CaseDetail(
+        case=case,
+        comparison=_comparison(case.pending, case.receipt),
+        binding=binding,
+        binding_error=error,
+        refusals=refusals,
     )

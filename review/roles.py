@@ -12,6 +12,9 @@ code, and re-running it undoes hand edits.
 
 from __future__ import annotations
 
+import secrets
+from dataclasses import dataclass
+
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
@@ -66,3 +69,44 @@ def roles_sync() -> dict[str, list[str]]:
                 for p in group.permissions.select_related("content_type")
             )
     return result
+
+
+@dataclass(frozen=True)
+class DemoLogin:
+    """A demo account: ``password`` is the one just set, or ``None`` when an existing account
+    was kept as it was (its password is not known here)."""
+
+    username: str
+    role: str
+    password: str | None
+
+
+def demo_users_ensure(*, password: str | None = None) -> list[DemoLogin]:
+    """Create the demo accounts ``operator``, ``reviewer`` and ``admin``, one per role.
+
+    Args:
+        password: set this password on all three (new or existing) accounts. ``None``: new
+            accounts get a random password each (returned once, never stored in clear) and
+            existing ones are left unchanged.
+
+    The ``admin`` account is also ``is_staff`` so it can open the (read-only) Django admin. Call
+    :func:`roles_sync` first so the groups exist.
+    """
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model()
+    logins = []
+    with transaction.atomic():
+        for role in (OPERATOR, REVIEWER, ADMIN):
+            user, created = users.objects.get_or_create(username=role)
+            chosen = password if password is not None else (
+                secrets.token_urlsafe(12) if created else None
+            )
+            if chosen is not None:
+                user.set_password(chosen)
+            if role == ADMIN:
+                user.is_staff = True
+            user.save()
+            user.groups.add(Group.objects.get(name=role))
+            logins.append(DemoLogin(username=role, role=role, password=chosen))
+    return logins

@@ -4,13 +4,22 @@ that is missing from it."""
 
 from django.urls import path
 
-from review import views
+from review import views, views_approvals, views_cases
 
 app_name = "review"
 urlpatterns = [
     path("", views.runs_list, name="runs"),
     path("runs/<str:run_id>/", views.run_detail, name="run"),
+    path("runs/<str:run_id>/cancel/", views_approvals.run_cancel, name="run-cancel"),
+    path("runs/<str:run_id>/bundle/", views.run_bundle, name="run-bundle"),
     path("attachments/<str:digest>/", views.attachment_download, name="attachment"),
     path("trace/", views.trace_browser, name="trace"),
     path("health/", views.health, name="health"),
+    path("approvals/", views_approvals.approvals, name="approvals"),
+    path("approvals/<str:run_id>/approve/", views_approvals.approval_approve, name="approve"),
+    path("approvals/<str:run_id>/refresh/", views_approvals.approval_refresh, name="refresh"),
+    path("approvals/<str:run_id>/deny/", views_approvals.approval_deny, name="deny"),
+    path("cases/", views_cases.cases, name="cases"),
+    path("cases/<str:case_id>/", views_cases.case_detail, name="case"),
+    path("cases/<str:case_id>/decide/", views_cases.case_decide, name="decide"),
 ]

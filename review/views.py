@@ -2,11 +2,15 @@
 
 Each view parses its input, calls ``review.queries`` and renders; a fragment request (htmx) gets
 ``template#partial`` of the same template. Every view is wrapped in ``require_perm`` so a fragment
-is checked exactly like its page (house style 6). Reads are GET only; the only POSTs are sign-in
-and sign-out, both CSRF-protected by the middleware.
+is checked exactly like its page (house style 6). Pages here are GET only; the changes (sign-in,
+sign-out, and the operator and reviewer actions in ``views_approvals`` and ``views_cases``) are
+POSTs, CSRF-protected by the middleware.
 """
 
 from __future__ import annotations
+
+import json
+import re
 
 from django.conf import settings
 from django.contrib.auth import login, logout
@@ -25,7 +29,8 @@ from review.forms import RunFilterForm, TraceFilterForm
 from review.permissions import Perm, require_perm
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
 from runtime.attachments import attachment_get
-from runtime.errors import AttachmentError, RunNotFoundError
+from runtime.bundles import bundle_export
+from runtime.errors import AttachmentError, RatchetError, RunNotFoundError
 
 RUN_DETAIL_PARTIALS = {"run-status": "status", "checkpoints": "checkpoints", "timeline": "timeline"}
 """htmx target id -> partial of ``review/run_detail.html`` that answers it."""
@@ -35,7 +40,7 @@ SAFE_ATTACHMENT_TYPES = frozenset(
 )
 
 
-def _fragment(request: HttpRequest) -> bool:
+def fragment_requested(request: HttpRequest) -> bool:
     """An htmx swap (not a history restore, which needs the whole page)."""
     return bool(request.htmx) and not request.htmx.history_restore_request
 
@@ -47,7 +52,7 @@ def runs_list(request: HttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET)
     runs = queries.run_list(filters=form.filters(), page_number=request.GET.get("page"))
     context = {"form": form, "runs": runs, "poll_seconds": queries.POLL_SECONDS}
-    if _fragment(request):
+    if fragment_requested(request):
         return render(request, "review/runs.html#runs-table", context)
     context["choices"] = queries.run_filter_choices()
     return render(request, "review/runs.html", context)
@@ -70,8 +75,13 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         "live": run.phase in queries.LIVE_PHASES,
         "poll_seconds": queries.POLL_SECONDS,
         "can_view_trace": request.user.has_perm(Perm.VIEW_TRACE.value),
+        "can_cancel": request.user.has_perm(Perm.CANCEL_RUN.value),
+        "can_approve": request.user.has_perm(Perm.APPROVE_ACTION.value),
+        "can_decide": request.user.has_perm(Perm.DECIDE_CASE.value),
     }
-    partial = RUN_DETAIL_PARTIALS.get(request.htmx.target or "") if _fragment(request) else None
+    partial = (
+        RUN_DETAIL_PARTIALS.get(request.htmx.target or "") if fragment_requested(request) else None
+    )
     if partial in (None, "checkpoints"):
         context["checkpoints"] = queries.checkpoint_list(
             run_id=run_id, page_number=request.GET.get("checkpoints_page")
@@ -118,12 +128,40 @@ def attachment_download(request: HttpRequest, digest: str) -> HttpResponse:
 
 @require_perm(Perm.VIEW_TRACE)
 @require_safe
+def run_bundle(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Download the run's signed evidence bundle (``runtime.bundles.bundle_export``) as JSON.
+
+    Admin only (it is trace evidence). ``manage.py verify-bundle FILE`` checks the file offline.
+    A run whose committed checkpoint or trace chain does not verify gets 409 with the reason
+    instead of a signed bundle.
+    """
+    try:
+        bundle = bundle_export(run_id=run_id, exported_by=request.user.get_username())
+    except RunNotFoundError:
+        raise Http404("no such run") from None
+    except RatchetError as exc:
+        return HttpResponse(
+            f"no evidence bundle for this run: {exc}", status=409, content_type="text/plain"
+        )
+    response = HttpResponse(
+        json.dumps(bundle, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+        content_type="application/json",
+    )
+    safe_name = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)[:64]
+    response["Content-Disposition"] = f'attachment; filename="ratchet-bundle-{safe_name}.json"'
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+@require_perm(Perm.VIEW_TRACE)
+@require_safe
 def trace_browser(request: HttpRequest) -> HttpResponse:
     """Trace evidence across runs, filtered by run, event type and environment version (admin)."""
     form = TraceFilterForm(request.GET)
-    result = queries.trace_search(filters=form.filters(), page_number=request.GET.get("page"))
-    context = {"form": form, "result": result}
-    if _fragment(request):
+    filters = form.filters()
+    result = queries.trace_search(filters=filters, page_number=request.GET.get("page"))
+    context = {"form": form, "filters": filters, "result": result}
+    if fragment_requested(request):
         return render(request, "review/trace.html#events", context)
     context["event_types"] = queries.trace_event_types()
     return render(request, "review/trace.html", context)

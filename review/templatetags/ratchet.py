@@ -123,3 +123,13 @@ def seconds(value: float | None) -> str:
         return f"{value:.1f} s"
     minutes, secs = divmod(int(round(value)), 60)
     return f"{minutes} min {secs:02d} s"
+
+
+@register.filter
+def as_text(value: Any) -> str:
+    """A compared value as one line: strings as they are, JSON for the rest, ``—`` for None."""
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

@@ -181,3 +181,47 @@ def add_events(
         prev = h
     TraceEvent.objects.bulk_create(rows)
     Run.objects.filter(run_id=run.run_id).update(trace_seq=seq, trace_head=prev)
+
+
+def build_waiting_run(keyring: Keyring, *, run_id: str, events: int = 3,
+                      diff: bytes = b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n") -> Run:
+    """A run in ``awaiting_approval`` before a high-risk write, with its ``intent.proposed``
+    event naming a stored dry-run diff (as the engine records it)."""
+    from runtime.attachments import attachment_put
+    from runtime.core.checkpoint import StopReason
+
+    state = pending_state(make_state(run_id=run_id))
+    state.phase = Phase.AWAITING_APPROVAL
+    state.stop_reason = StopReason.APPROVAL_REQUIRED
+    state.stop_detail = "waiting for a human approval"
+    run = build_run(keyring, run_id=run_id, phase=Phase.AWAITING_APPROVAL.value, state=state,
+                    events=events, stop_reason="approval_required")
+    add_events(run, 1, event_type="intent.proposed", payload={
+        "idempotency_key": state.pending.idempotency_key,
+        "intent_digest": state.pending.intent_digest,
+        "dry_run_diff": attachment_put(data=diff, content_type="text/x-diff"),
+    })
+    return run
+
+
+def build_case(run: Run, *, case_id: str, status: str = "aborted") -> Any:
+    """A review case row for ``run`` about its pending write and a conflicting receipt."""
+    from runtime.models import ReviewCase
+
+    pending = {"idempotency_key": "key-next-0002", "intent_digest": "sha256:" + "1" * 64,
+               "action": {"kind": "write_file", "target": "notes/next.txt"},
+               "pre_state": {"adapter_kind": "workspace", "instance_id": "env-1", "version": "v1"}}
+    receipt = {"namespace": "workspace:env-1", "adapter_version": "ws-1", "receipt_id": "r-9",
+               "idempotency_key": "key-next-0002", "intent_digest": "sha256:" + "2" * 64,
+               "result": {"bytes": 3}, "environment_version_after": "v2",
+               "business_object": "notes/next.txt"}
+    return ReviewCase.objects.create(
+        case_id=case_id, run=run, status=status, reason="receipt_conflict",
+        idempotency_key="key-next-0002", pending=pending, receipt=receipt,
+        receipt_fingerprint="sha256:" + "3" * 64,
+        environment={"instance_id": "env-1", "version": "v1",
+                     "state_fingerprint": "sha256:" + "4" * 64},
+        trace_excerpt=[{"seq": 1, "type": "intent.proposed", "payload": {},
+                        "environment_version": "v1", "hash": "sha256:" + "5" * 64}],
+        decided_by="reviewer" if status != "open" else "",
+    )

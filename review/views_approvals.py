@@ -1,0 +1,198 @@
+"""Approvals queue and the operator's actions: approve, refresh an expired approval, deny, cancel.
+
+Each action is a POST with CSRF (the middleware refuses it without the token before the view
+runs), checked against its own permission in the view, and calls one runtime service with the
+signed-in user as the approver (``runtime.approvals``, ``runtime.engine.run_request_cancel``).
+The dashboard never changes runtime rows itself. After the call the browser is redirected
+(303, post/redirect/get) with the outcome as a message: the run page on success, the queue on a
+refusal, with the runtime's reason.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST, require_safe
+from kombu.exceptions import OperationalError as BrokerUnavailableError
+
+from review import queries
+from review.forms import ApprovalForm, ApprovalsFilterForm, DenyForm
+from review.permissions import Perm, require_perm
+from review.views import fragment_requested
+from runtime import approvals as approval_service
+from runtime import engine as engine_service
+from runtime.errors import ApprovalRefusedError, LeaseHeldError, RatchetError, RunNotFoundError
+
+BUSY = (
+    "A worker is busy with this run right now, so nothing was changed. Try again in a few seconds."
+)
+QUEUE_DOWN = (
+    "The run's new state is saved, but the worker queue could not be reached; the sweeper "
+    "re-queues the run within its next period."
+)
+
+
+def _see_other(url: str) -> HttpResponseRedirect:
+    response = HttpResponseRedirect(url)
+    response.status_code = 303  # after a POST the browser must GET the next page
+    return response
+
+
+def _queue_url(run_id: str | None = None) -> str:
+    url = reverse("review:approvals")
+    return f"{url}?run={run_id}" if run_id else url
+
+
+@require_perm(Perm.APPROVE_ACTION)
+@require_safe
+def approvals(request: HttpRequest) -> HttpResponse:
+    """The approvals queue: each waiting action with its risk, dry-run diff, environment version
+    and fingerprint and approval state, and the Approve / Refresh / Deny forms the user may use.
+
+    Paginated (``APPROVALS_PER_PAGE``); ``?run=ID`` shows one run. An htmx request for the
+    ``#approvals`` target gets only the queue.
+    """
+    form = ApprovalsFilterForm(request.GET)
+    queue = queries.approvals_queue(run=form.run_id(), page_number=request.GET.get("page"))
+    context = {
+        "form": form,
+        "queue": queue,
+        "can_approve": request.user.has_perm(Perm.APPROVE_ACTION.value),
+        "can_refresh": request.user.has_perm(Perm.REFRESH_APPROVAL.value),
+        "can_deny": request.user.has_perm(Perm.DENY_ACTION.value),
+    }
+    if fragment_requested(request):
+        return render(request, "review/approvals.html#approvals", context)
+    return render(request, "review/approvals.html", context)
+
+
+def _grant(request: HttpRequest, run_id: str, *, refresh: bool) -> HttpResponse:
+    form = ApprovalForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, form.errors["environment_fingerprint"][0])
+        return _see_other(_queue_url(run_id))
+    call = approval_service.approval_refresh if refresh else approval_service.approval_grant
+    verb = "refresh" if refresh else "approve"
+    try:
+        outcome = call(
+            run_id=run_id,
+            approver=request.user.get_username(),
+            environment_fingerprint=form.cleaned_data["environment_fingerprint"],
+        )
+    except RunNotFoundError:
+        raise Http404("no such run") from None
+    except ApprovalRefusedError as exc:
+        messages.error(
+            request, f"Could not {verb} run {run_id}: {exc.message}. Nothing was changed."
+        )
+        return _see_other(_queue_url(run_id))
+    except LeaseHeldError:
+        messages.warning(request, BUSY)
+        return _see_other(_queue_url(run_id))
+    except BrokerUnavailableError:
+        messages.warning(request, QUEUE_DOWN)
+        return _see_other(reverse("review:run", args=[run_id]))
+    except RatchetError as exc:
+        messages.error(request, f"Could not {verb} run {run_id}: {exc}")
+        return _see_other(_queue_url(run_id))
+    if outcome.outcome == "reconciled":
+        messages.success(
+            request,
+            "The write had already committed before a crash: its receipt was reconciled and it "
+            "will not run again.",
+        )
+    else:
+        until = outcome.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC") if outcome.expires_at else "?"
+        messages.success(
+            request,
+            format_html(
+                "Approval {} by {} (valid until {}). The run is queued for a worker: it is now "
+                "<strong>{}</strong>.",
+                outcome.outcome,
+                request.user.get_username(),
+                until,
+                outcome.phase,
+            ),
+        )
+    return _see_other(reverse("review:run", args=[run_id]))
+
+
+@require_perm(Perm.APPROVE_ACTION)
+@require_POST
+def approval_approve(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Approve the write ``run_id`` waits for (``runtime.approvals.approval_grant``), bound to
+    the environment fingerprint the page showed; 303 to the run, or back to the queue with the
+    runtime's refusal."""
+    return _grant(request, run_id, refresh=False)
+
+
+@require_perm(Perm.REFRESH_APPROVAL)
+@require_POST
+def approval_refresh(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Refresh an expired approval (``approval_refresh``): fresh evidence bound to the current
+    environment; the old evidence is sealed into the trace (DESIGN.md section 6)."""
+    return _grant(request, run_id, refresh=True)
+
+
+@require_perm(Perm.DENY_ACTION)
+@require_POST
+def approval_deny(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Deny the pending write with a reason (``approval_deny``): it never runs and the run ends
+    failed; if it had already committed, the runtime reconciles it and refuses the denial."""
+    form = DenyForm(request.POST)
+    if not form.is_valid():
+        messages.error(
+            request, "A denial needs a reason (at most 500 characters). Nothing was changed."
+        )
+        return _see_other(_queue_url(run_id))
+    try:
+        outcome = approval_service.approval_deny(
+            run_id=run_id, approver=request.user.get_username(), reason=form.cleaned_data["reason"]
+        )
+    except RunNotFoundError:
+        raise Http404("no such run") from None
+    except ApprovalRefusedError as exc:
+        messages.error(request, f"Could not deny run {run_id}: {exc.message}.")
+        return _see_other(_queue_url(run_id))
+    except LeaseHeldError:
+        messages.warning(request, BUSY)
+        return _see_other(_queue_url(run_id))
+    except RatchetError as exc:
+        messages.error(request, f"Could not deny run {run_id}: {exc}")
+        return _see_other(_queue_url(run_id))
+    messages.success(
+        request,
+        format_html(
+            "Denied: the write will not run and the run is now <strong>{}</strong>.", outcome.phase
+        ),
+    )
+    return _see_other(reverse("review:run", args=[run_id]))
+
+
+@require_perm(Perm.CANCEL_RUN)
+@require_POST
+def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Ask a live run to stop (``runtime.engine.run_request_cancel``); the worker driving it
+    settles any pending write by its receipt first, so nothing is cut off halfway."""
+    try:
+        run = queries.run_get(run_id=run_id)
+    except RunNotFoundError:
+        raise Http404("no such run") from None
+    if run.phase not in queries.LIVE_PHASES:
+        messages.error(
+            request, f"Run {run_id} is {run.phase}, not running: there is nothing to cancel."
+        )
+        return _see_other(reverse("review:run", args=[run_id]))
+    try:
+        engine_service.run_request_cancel(run_id=run_id, requested_by=request.user.get_username())
+    except RunNotFoundError:
+        raise Http404("no such run") from None
+    messages.success(
+        request,
+        "Cancellation requested. The worker settles any pending write by its receipt, then stops "
+        "the run.",
+    )
+    return _see_other(reverse("review:run", args=[run_id]))

@@ -1,0 +1,179 @@
+"""Review cases: the list, one case with its evidence, and the reviewer's signed decision.
+
+A case page shows the pending intent beside the conflicting receipt (differing fields
+highlighted), the fingerprints, the trace excerpt kept with the case, and the exact binding a
+decision will be signed over (``runtime.reviews.decision_prepare``). Deciding is a POST with
+CSRF and the reviewer's password re-entered; the view signs *the binding the page showed*
+(``decision_sign_for``) as the signed-in user and hands it to ``case_decide``. If the run or its
+environment changed between viewing and signing, the runtime refuses the decision, keeps the run
+frozen and records the refusal in the trace; the page says so (DESIGN.md section 6).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.html import format_html
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_POST, require_safe
+from kombu.exceptions import OperationalError as BrokerUnavailableError
+from pydantic import ValidationError
+
+from review import queries
+from review.forms import CaseFilterForm, DecisionForm, binding_token
+from review.permissions import Perm, require_perm
+from review.throttle import login_failure_record, login_success_record, login_throttle_check
+from review.views import fragment_requested
+from runtime import reviews as review_service
+from runtime.errors import LeaseHeldError, RatchetError, ReviewCaseNotFoundError
+
+
+def _see_other(url: str) -> HttpResponseRedirect:
+    response = HttpResponseRedirect(url)
+    response.status_code = 303
+    return response
+
+
+@require_perm(Perm.DECIDE_CASE)
+@require_safe
+def cases(request: HttpRequest) -> HttpResponse:
+    """Review cases, open ones first; filter by status; paginated (``CASES_PER_PAGE``)."""
+    form = CaseFilterForm(request.GET)
+    context = {
+        "form": form,
+        "page": queries.case_list(status=form.status_value(), page_number=request.GET.get("page")),
+    }
+    if fragment_requested(request):
+        return render(request, "review/cases.html#cases-table", context)
+    context["counts"] = queries.case_counts()
+    return render(request, "review/cases.html", context)
+
+
+def _case_page(
+    request: HttpRequest,
+    case_id: str,
+    *,
+    form: DecisionForm | None = None,
+    status: int = 200,
+    lockout: Any = None,
+) -> HttpResponse:
+    try:
+        detail = queries.case_get(case_id=case_id)
+    except ReviewCaseNotFoundError:
+        raise Http404("no such review case") from None
+    # The hidden binding is always the one on the page now, even when the form is re-shown after
+    # a failed attempt: what the reviewer reads is what gets signed.
+    token = binding_token(case_id=case_id, binding=detail.binding) if detail.binding else ""
+    if form is None:
+        form = DecisionForm(case_id=case_id)
+    context = {
+        "detail": detail,
+        "case": detail.case,
+        "form": form,
+        "lockout": lockout,
+        "binding_token": token,
+        "can_decide": detail.binding is not None,
+    }
+    response = render(request, "review/case_detail.html", context, status=status)
+    if lockout is not None:
+        response["Retry-After"] = str(lockout.retry_after_seconds)
+    return response
+
+
+@require_perm(Perm.DECIDE_CASE)
+@require_safe
+def case_detail(request: HttpRequest, case_id: str) -> HttpResponse:
+    """One case: intent vs receipt, fingerprints, trace excerpt, the binding to sign and, while
+    it is open, the decision form (replan or abort, password re-entry)."""
+    return _case_page(request, case_id)
+
+
+@require_perm(Perm.DECIDE_CASE)
+@require_POST
+@sensitive_post_parameters("password")
+def case_decide(request: HttpRequest, case_id: str) -> HttpResponse:
+    """Sign the shown binding as the signed-in reviewer and apply it (``case_decide``).
+
+    Answers 400 for an invalid form or a wrong password (counted like a failed sign-in, so the
+    password prompt cannot be used to guess it; 429 while locked), otherwise 303 to the case page
+    with the outcome: applied, or refused with the runtime's reason and the run still frozen.
+    """
+    form = DecisionForm(request.POST, case_id=case_id)
+    username = request.user.get_username()
+    ip = request.META.get("REMOTE_ADDR", "")
+    lockout = login_throttle_check(username=username, ip=ip)
+    if lockout is not None:
+        return _case_page(request, case_id, form=form, status=429, lockout=lockout)
+    if not form.is_valid():
+        return _case_page(request, case_id, form=form, status=400)
+    if not request.user.check_password(form.cleaned_data["password"]):
+        lockout = login_failure_record(username=username, ip=ip)
+        form.add_error("password", "That is not your password. Nothing was signed.")
+        return _case_page(
+            request, case_id, form=form, status=429 if lockout else 400, lockout=lockout
+        )
+    login_success_record(username=username)
+    decision = form.cleaned_data["decision"]
+    try:
+        signed = review_service.decision_sign_for(
+            case_id=case_id,
+            reviewer=username,
+            decision=decision,
+            binding=form.cleaned_data["binding"],
+        )
+        outcome = review_service.case_decide(decision=signed)
+    except ReviewCaseNotFoundError:
+        raise Http404("no such review case") from None
+    except ValidationError:
+        form.add_error(
+            None, "The binding on the page is not a valid decision binding; reload the case."
+        )
+        return _case_page(request, case_id, form=form, status=400)
+    except LeaseHeldError:
+        messages.warning(
+            request,
+            "A worker is busy with this run right now, so nothing was "
+            "applied. Sign again in a few seconds.",
+        )
+        return _see_other(reverse("review:case", args=[case_id]))
+    except BrokerUnavailableError:
+        messages.warning(
+            request,
+            "The decision is applied, but the worker queue could not be "
+            "reached; the sweeper re-queues the run within its next period.",
+        )
+        return _see_other(reverse("review:case", args=[case_id]))
+    except RatchetError as exc:
+        messages.error(request, f"Nothing was applied: {exc}")
+        return _see_other(reverse("review:case", args=[case_id]))
+    if outcome.applied:
+        messages.success(
+            request,
+            format_html(
+                '{} signed by {} and applied{}: run <a href="{}">{}</a> is now '
+                "<strong>{}</strong>.",
+                outcome.decision.capitalize(),
+                username,
+                " (it had already been applied)" if outcome.already_applied else "",
+                reverse("review:run", args=[outcome.run_id]),
+                outcome.run_id,
+                outcome.phase,
+            ),
+        )
+    else:
+        messages.error(
+            request,
+            format_html(
+                "<strong>Refused: the run stays frozen.</strong> The runtime did not apply your "
+                "{} decision: {}. The refusal is recorded in the run's trace; review the case "
+                "again and sign a fresh decision.",
+                outcome.decision,
+                outcome.reason,
+            ),
+            extra_tags="refusal",
+        )
+    return _see_other(reverse("review:case", args=[case_id]))
