@@ -500,6 +500,11 @@ def _cancel_requested(ctx: _Ctx) -> bool:
 def _cancel(ctx: _Ctx) -> None:
     """Operator cancel: settle a pending write first (query by key), then stop without new effects."""
     state = ctx.state
+    if state.phase == Phase.NEEDS_REVIEW:
+        # The pending write, the receipt and the open case are the evidence: keep all of them.
+        _stop(ctx, Event.CANCEL, StopReason.CANCELLED, "cancelled by an operator while frozen for review",
+              "run.cancelled", {"kept_pending": state.pending is not None})
+        return
     if state.pending is not None:
         receipt = ctx.adapter.lookup_receipt(state.pending.idempotency_key)
         if receipt is not None:
@@ -771,17 +776,34 @@ def iter_phases() -> Iterator[str]:
     return iter(p.value for p in Phase)
 
 
-@transaction.atomic
-def run_request_cancel(*, run_id: str, requested_by: str) -> None:
-    """Ask a run to stop: the worker driving it settles any pending write and cancels.
+def run_request_cancel(*, run_id: str, requested_by: str) -> str:
+    """Ask a run to stop; returns the run's phase afterwards.
+
+    A live run (running, pending) is cancelled by the worker driving it, which first settles any
+    pending write by querying the adapter with its key; the run is queued so a worker picks the
+    request up. A frozen run (awaiting approval, needs review) has no worker, so it is cancelled
+    here, under its lease, by the same settle-then-stop rule. Finished runs are left as they are.
 
     Raises:
         RunNotFoundError: unknown run.
+        LeaseHeldError: a frozen run is being changed by someone else right now; try again.
     """
-    updated = Run.objects.filter(run_id=run_id).update(cancel_requested=True)
-    if updated != 1:
-        raise RunNotFoundError(run_id=run_id)
-    trace_append(run_id=run_id, event_type="run.cancel_requested", payload={"requested_by": requested_by})
+    from runtime.tasks import run_enqueue
+
+    with transaction.atomic():
+        updated = Run.objects.filter(run_id=run_id).update(cancel_requested=True)
+        if updated != 1:
+            raise RunNotFoundError(run_id=run_id)
+        trace_append(run_id=run_id, event_type="run.cancel_requested", payload={"requested_by": requested_by})
+    phase = Run.objects.values_list("phase", flat=True).get(run_id=run_id)
+    if phase in (Phase.AWAITING_APPROVAL.value, Phase.NEEDS_REVIEW.value):
+        with run_session(run_id=run_id, worker=f"cancel:{requested_by}") as ctx:
+            if ctx.state.phase in (Phase.AWAITING_APPROVAL, Phase.NEEDS_REVIEW):
+                _cancel(ctx)
+            return ctx.state.phase.value
+    if phase in (Phase.RUNNING.value, Phase.PENDING.value):
+        run_enqueue(run_id=run_id)
+    return phase
 
 
 def _reconcile_waiting(ctx: _Ctx) -> None:
