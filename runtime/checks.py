@@ -10,9 +10,9 @@ from django.core.checks import Error, register
 @register()
 def keyrings_configured(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """runtime.E001: every trust root must have a usable keyring."""
+    from runtime.core.signing import TrustRoot
     from runtime.errors import KeyringError
     from runtime.keys import keyring_for
-    from runtime.core.signing import TrustRoot
 
     errors = []
     for root in TrustRoot:

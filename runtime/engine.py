@@ -40,6 +40,7 @@ from django.db import transaction
 
 from runtime.adapters import open_adapter
 from runtime.adapters.base import Adapter, Observation
+from runtime.approvals import approval_problem, evidence_verify, receipt_trust_problem
 from runtime.attachments import attachment_get, attachment_put
 from runtime.checkpoints import checkpoint_commit, checkpoint_restore, run_create
 from runtime.core.checkpoint import (
@@ -59,6 +60,7 @@ from runtime.core.checkpoint import (
     VersionSet,
 )
 from runtime.core.crashpoints import crash_point, register
+from runtime.core.evidence import approval_digest
 from runtime.core.idempotency import compare_receipts, derive_key
 from runtime.core.statemachine import Event, transition
 from runtime.errors import (
@@ -72,11 +74,15 @@ from runtime.errors import (
 from runtime.leases import Lease, lease_acquire, lease_check, lease_release, lease_renew
 from runtime.models import Run
 from runtime.planners.base import Done, Planner, build_planner
-from runtime.approvals import approval_problem, evidence_verify, receipt_trust_problem
-from runtime.core.evidence import approval_digest
 from runtime.receipts import receipt_cache_get, receipt_cache_put
 from runtime.reviews import case_open, case_sync, review_case_id
-from runtime.taskspec import TaskSpec, load_task_spec, needs_approval, policy_check, scenario_fingerprint
+from runtime.taskspec import (
+    TaskSpec,
+    load_task_spec,
+    needs_approval,
+    policy_check,
+    scenario_fingerprint,
+)
 from runtime.trace import trace_append
 from runtime.verifiers import verify
 

@@ -51,7 +51,7 @@ def _from_file(root: TrustRoot, path: Path) -> Keyring:
     except FileNotFoundError:
         raise KeyringError(f"key file for the {root} trust root does not exist", path=str(path.name)) from None
     except (OSError, ValueError):
-        raise KeyringError(f"key file is unreadable or not JSON", path=str(path.name)) from None
+        raise KeyringError("key file is unreadable or not JSON", path=str(path.name)) from None
     entry = data.get(root.value) if isinstance(data, dict) else None
     if not isinstance(entry, dict) or not isinstance(entry.get("keys"), dict):
         raise KeyringError(f"key file has no {root} section with keys")

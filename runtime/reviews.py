@@ -36,7 +36,12 @@ from runtime.core.crashpoints import crash_point, register
 from runtime.core.evidence import decision_mismatch, decision_sign, decision_verify
 from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
-from runtime.errors import BadSignatureError, DecisionRefusedError, ReviewCaseNotFoundError, UnknownKeyError
+from runtime.errors import (
+    BadSignatureError,
+    DecisionRefusedError,
+    ReviewCaseNotFoundError,
+    UnknownKeyError,
+)
 from runtime.keys import keyring_for
 from runtime.models import CaseStatus, ReviewCase, TraceEvent
 

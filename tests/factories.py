@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from runtime.core.canonical import DigestKind, digest
@@ -75,16 +76,14 @@ def make_state(
     return state
 
 
-def write_scripted_task(directory: "Path", *, steps: list[dict[str, Any]], approval_risks: tuple[str, ...] = (),
+def write_scripted_task(directory: Path, *, steps: list[dict[str, Any]], approval_risks: tuple[str, ...] = (),
                         allowed_actions: tuple[str, ...] = ("write_file", "delete_file"),
-                        verifier: str = "always", name: str = "task.toml") -> "Path":
+                        verifier: str = "always", name: str = "task.toml") -> Path:
     """Write a scripted workspace task spec into ``directory`` (its workspace is ``directory/ws``).
 
     ``steps`` are ``[[planner.steps]]`` tables: ``{"target": ..., "content": ...}`` or
     ``{"target": ..., "delete": True}``, optionally with ``"risk"``.
     """
-    from pathlib import Path
-
     directory = Path(directory)
     (directory / "ws").mkdir(parents=True, exist_ok=True)
 
