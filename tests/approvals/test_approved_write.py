@@ -13,7 +13,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_it_executes_exactly_once_after_approval(story):
     item = story.waiting()
-    outcome = approval_grant(run_id=story.run_id, approver="olivia", environment_fingerprint=item.environment_fingerprint)
+    outcome = approval_grant(run_id=story.run_id, approver="olivia",
+                             environment_fingerprint=item.environment_fingerprint)
     assert outcome.outcome == "granted"
     report = run_advance(run_id=story.run_id, worker="worker-a")
     assert report.phase == "completed"

@@ -54,7 +54,8 @@ def test_it_refuses_a_refresh_bound_to_a_stale_environment(story):
 def test_it_executes_a_refreshed_approval_exactly_once(story):
     item = _expire(story)
     run_advance(run_id=story.run_id, worker="worker-b")
-    outcome = approval_refresh(run_id=story.run_id, approver="oscar", environment_fingerprint=item.environment_fingerprint)
+    outcome = approval_refresh(run_id=story.run_id, approver="oscar",
+                               environment_fingerprint=item.environment_fingerprint)
     assert outcome.outcome == "refreshed"
     refreshed = TraceEvent.objects.get(run_id=story.run_id, event_type="approval.refreshed")
     assert refreshed.payload["sealed"]["approver"] == "olivia"  # old evidence sealed into the trace
