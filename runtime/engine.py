@@ -305,8 +305,8 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
 def _report(ctx: _Ctx, recovered: bool) -> StepReport:
     s = ctx.state
     return StepReport(run_id=ctx.run_id, phase=s.phase.value,
-                      stop_reason=s.stop_reason.value if s.stop_reason else None, steps=ctx.steps, generation=ctx.generation, cursor=s.cursor, recovered=recovered,
-                      events=list(ctx.events))
+                      stop_reason=s.stop_reason.value if s.stop_reason else None, steps=ctx.steps,
+                      generation=ctx.generation, cursor=s.cursor, recovered=recovered, events=list(ctx.events))
 
 
 def _acquire_waiting(*, run_id: str, worker: str, ttl: float, wait_seconds: float) -> Lease:
