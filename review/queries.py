@@ -59,6 +59,8 @@ POLL_SECONDS = 5
 """How often (seconds) pages with live runs refresh themselves."""
 
 LIVE_PHASES = frozenset({Phase.RUNNING.value, Phase.PENDING.value})
+CANCELLABLE_PHASES = frozenset({*LIVE_PHASES, "awaiting_approval", "needs_review"})
+"""Phases an operator may cancel: live runs, and runs frozen for an approval or a review."""
 """Phases in which a worker is advancing the run, so its status changes without a human."""
 
 _CHOICES_LIMIT = 200

@@ -73,6 +73,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     context = {
         "run": run,
         "live": run.phase in queries.LIVE_PHASES,
+        "cancellable": run.phase in queries.CANCELLABLE_PHASES,
         "poll_seconds": queries.POLL_SECONDS,
         "can_view_trace": request.user.has_perm(Perm.VIEW_TRACE.value),
         "can_cancel": request.user.has_perm(Perm.CANCEL_RUN.value),

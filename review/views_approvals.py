@@ -175,17 +175,32 @@ def approval_deny(request: HttpRequest, run_id: str) -> HttpResponse:
 @require_perm(Perm.CANCEL_RUN)
 @require_POST
 def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
-    """Ask a live run to stop (``runtime.engine.run_request_cancel``); the worker driving it
-    settles any pending write by its receipt first, so nothing is cut off halfway."""
+    """Stop a run (``runtime.engine.run_request_cancel``). A live run is stopped by the worker
+    driving it, which settles any pending write by its receipt first; a run frozen for an approval
+    or a review is cancelled at once, keeping its evidence."""
     try:
         run = queries.run_get(run_id=run_id)
     except RunNotFoundError:
         raise Http404("no such run") from None
-    if run.phase not in queries.LIVE_PHASES:
-        messages.error(
-            request, f"Run {run_id} is {run.phase}, not running: there is nothing to cancel."
-        )
+    if run.phase not in queries.CANCELLABLE_PHASES:
+        messages.error(request, f"Run {run_id} is {run.phase}: there is nothing to cancel.")
         return _see_other(reverse("review:run", args=[run_id]))
+    try:
+        phase = engine_service.run_request_cancel(run_id=run_id, requested_by=request.user.get_username())
+    except RunNotFoundError:
+        raise Http404("no such run") from None
+    except LeaseHeldError:
+        messages.error(request, "Someone is changing this run right now; try again in a few seconds.")
+        return _see_other(reverse("review:run", args=[run_id]))
+    if phase == "cancelled":
+        messages.success(request, "Run cancelled. Its pending write and evidence are kept in the checkpoint.")
+    else:
+        messages.success(
+            request,
+            "Cancellation requested. The worker settles any pending write by its receipt, then stops "
+            "the run.",
+        )
+    return _see_other(reverse("review:run", args=[run_id]))
     try:
         engine_service.run_request_cancel(run_id=run_id, requested_by=request.user.get_username())
     except RunNotFoundError:

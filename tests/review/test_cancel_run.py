@@ -45,3 +45,16 @@ def test_it_refuses_to_cancel_a_run_that_is_not_live(client_for, tmp_path, ratch
     response = client_for("operator").post(reverse("review:run-cancel", args=[done]), follow=True)
     assert "there is nothing to cancel" in messages(response.content.decode())[0]
     assert phase(done) == "completed" and not events(done, "run.cancel_requested")
+
+
+def test_it_cancels_a_run_frozen_for_approval_at_once(client_for, tmp_path, ratchet_keys) -> None:
+    from tests.review.stories import approval_run
+
+    waiting = approval_run(tmp_path / "waiting")
+    url = reverse("review:run", args=[waiting])
+    assert f'action="/runs/{waiting}/cancel/"' in client_for("operator").get(url).content.decode()
+    response = client_for("operator").post(reverse("review:run-cancel", args=[waiting]), follow=True)
+    assert "Run cancelled" in messages(response.content.decode())[0]
+    assert phase(waiting) == "cancelled"
+    [cancelled] = events(waiting, "run.cancelled")
+    assert cancelled["reason"] == "cancelled"
