@@ -9,6 +9,8 @@ A malformed value raises ``ImproperlyConfigured`` naming the variable (house sty
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,24 @@ def _typed(name: str, cast: Any, default: Any) -> Any:
         raise ImproperlyConfigured(f"environment variable {name} is malformed: {exc}") from None
 
 
+def _seconds(name: str, default: float) -> float:
+    """A positive, finite number of seconds from ``name``; anything else is ImproperlyConfigured.
+
+    Parsed strictly with ``float()``: django-environ's float cast drops characters it does not
+    understand (``1h`` would become 1.0 s), which is unsafe for lease and approval lifetimes.
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"environment variable {name}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ImproperlyConfigured(f"environment variable {name}={raw!r} must be a positive number of seconds")
+    return value
+
+
 def _database(name: str, default: str | None) -> dict[str, Any] | None:
     url = env.str(name, default=default)
     if url is None:
@@ -49,7 +69,7 @@ def _database(name: str, default: str | None) -> dict[str, Any] | None:
     if engine.endswith("sqlite3"):
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
-            "timeout": _typed("RATCHET_SQLITE_BUSY_TIMEOUT", env.float, 30.0),
+            "timeout": _seconds("RATCHET_SQLITE_BUSY_TIMEOUT", 30.0),
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
         }
     elif engine.endswith("postgresql"):
@@ -209,12 +229,8 @@ RATCHET_LOGIN_LOCKOUT_SECONDS = _positive_int("RATCHET_LOGIN_LOCKOUT_SECONDS", 9
 # --- Ratchet runtime -------------------------------------------------------------------------
 RATCHET_KEY_FILE = Path(env.str("RATCHET_KEY_FILE", default=str(VAR_DIR / "keys.json")))
 RATCHET_CREATE_KEY_FILE = _typed("RATCHET_CREATE_KEY_FILE", env.bool, True)
-RATCHET_LEASE_SECONDS = _typed("RATCHET_LEASE_SECONDS", env.float, 30.0)
-if RATCHET_LEASE_SECONDS <= 0:
-    raise ImproperlyConfigured("environment variable RATCHET_LEASE_SECONDS must be > 0")
-RATCHET_APPROVAL_SECONDS = _typed("RATCHET_APPROVAL_SECONDS", env.float, 3600.0)
-if RATCHET_APPROVAL_SECONDS <= 0:
-    raise ImproperlyConfigured("environment variable RATCHET_APPROVAL_SECONDS must be > 0")
+RATCHET_LEASE_SECONDS = _seconds("RATCHET_LEASE_SECONDS", 30.0)
+RATCHET_APPROVAL_SECONDS = _seconds("RATCHET_APPROVAL_SECONDS", 3600.0)
 RATCHET_WORKER_ID = env.str("RATCHET_WORKER_ID", default="")
 
 # --- Celery ----------------------------------------------------------------------------------
@@ -271,9 +287,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Seconds between sweeps for runs whose worker died (lease expired by the database clock) or that
 # nobody is driving (lease free, untouched for this long).
-RATCHET_SWEEP_SECONDS = _typed("RATCHET_SWEEP_SECONDS", env.float, 10.0)
-if RATCHET_SWEEP_SECONDS <= 0:
-    raise ImproperlyConfigured("environment variable RATCHET_SWEEP_SECONDS must be > 0")
+RATCHET_SWEEP_SECONDS = _seconds("RATCHET_SWEEP_SECONDS", 10.0)
 # Committed steps one advance_run task drives before it re-enqueues the run: small batches let
 # many runs interleave across workers without paying a broker round trip for every step.
 RATCHET_STEPS_PER_TASK = _positive_int("RATCHET_STEPS_PER_TASK", 8)
@@ -287,7 +301,7 @@ CELERY_BEAT_SCHEDULE = {
 # Redis redelivers an unacknowledged message after the visibility timeout (seconds). It must
 # outlast the longest task, or a running task's message is handed to a second worker (harmless:
 # the lease turns it into a no-op, but wasteful), so it is refused if not longer than the lease.
-RATCHET_BROKER_VISIBILITY_SECONDS = _typed("RATCHET_BROKER_VISIBILITY_SECONDS", env.float, 3600.0)
+RATCHET_BROKER_VISIBILITY_SECONDS = _seconds("RATCHET_BROKER_VISIBILITY_SECONDS", 3600.0)
 if RATCHET_BROKER_VISIBILITY_SECONDS <= RATCHET_LEASE_SECONDS:
     raise ImproperlyConfigured(
         "environment variable RATCHET_BROKER_VISIBILITY_SECONDS must be longer than "
