@@ -797,9 +797,12 @@ def run_request_cancel(*, run_id: str, requested_by: str) -> str:
     from runtime.tasks import run_enqueue
 
     with transaction.atomic():
-        updated = Run.objects.filter(run_id=run_id).update(cancel_requested=True)
-        if updated != 1:
+        current = Run.objects.select_for_update().filter(run_id=run_id).values_list("phase", flat=True).first()
+        if current is None:
             raise RunNotFoundError(run_id=run_id)
+        if current in {p.value for p in TERMINAL_PHASES}:
+            return current  # finished runs have nothing to cancel; nothing is recorded
+        Run.objects.filter(run_id=run_id).update(cancel_requested=True)
         trace_append(run_id=run_id, event_type="run.cancel_requested", payload={"requested_by": requested_by})
     phase = Run.objects.values_list("phase", flat=True).get(run_id=run_id)
     if phase in (Phase.AWAITING_APPROVAL.value, Phase.NEEDS_REVIEW.value):

@@ -19,7 +19,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            run_request_cancel(run_id=options["run_id"], requested_by=options["by"])
+            phase = run_request_cancel(run_id=options["run_id"], requested_by=options["by"])
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"cancel requested for run {options['run_id']}")
+        if phase == "cancelled":
+            self.stdout.write(f"run {options['run_id']} cancelled")
+        elif phase in ("running", "pending"):
+            self.stdout.write(f"cancel requested for run {options['run_id']}: the worker driving it stops it")
+        else:
+            raise CommandError(f"run {options['run_id']} is {phase}: there is nothing to cancel")
