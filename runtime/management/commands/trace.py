@@ -39,4 +39,6 @@ class Command(BaseCommand):
         report = trace_verify(run_id=run_id)
         if not report.ok:
             raise CommandError(f"trace hash chain BROKEN at seq {report.first_bad_seq}: {report.reason}")
-        self.stdout.write(f"trace hash chain verifies ({report.count} events)")
+        # With --json stdout stays pure JSON lines; the verdict goes to stderr.
+        out = self.stderr if options["json"] else self.stdout
+        out.write(f"trace hash chain verifies ({report.count} events)")
