@@ -36,7 +36,10 @@ class Command(BaseCommand):
         if options["out"] == "-":
             self.stdout.write(text, ending="")
             return
-        Path(options["out"]).write_text(text, encoding="utf-8")
+        try:
+            Path(options["out"]).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {options['out']}: {exc.strerror}") from None
         self.stderr.write(
             f"wrote the evidence bundle of run {options['run_id']} to {options['out']}"
         )
