@@ -57,6 +57,19 @@ def _seconds(name: str, default: float) -> float:
     return value
 
 
+def _private_file(name: Any) -> None:
+    """Create a SQLite database file owner-only (0600) before SQLite does: it holds password
+    hashes, sessions and approval evidence, and SQLite gives its WAL files the same mode."""
+    if not name or name == ":memory:" or str(name).startswith("file:"):
+        return
+    path = Path(name)
+    if path.parent.is_dir() and not path.exists():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
+
+
 def _database(name: str, default: str | None) -> dict[str, Any] | None:
     url = env.str(name, default=default)
     if url is None:
@@ -67,6 +80,7 @@ def _database(name: str, default: str | None) -> dict[str, Any] | None:
         raise ImproperlyConfigured(f"environment variable {name} is not a database URL: {exc}") from None
     engine = config.get("ENGINE", "")
     if engine.endswith("sqlite3"):
+        _private_file(config.get("NAME"))
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
             "timeout": _seconds("RATCHET_SQLITE_BUSY_TIMEOUT", 30.0),
