@@ -22,8 +22,12 @@ Django.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -32,6 +36,7 @@ from pydantic import ValidationError
 from runtime.core.canonical import DIGEST_RE, digest_bytes
 from runtime.core.checkpoint import Action, EnvironmentRef, Receipt
 from runtime.errors import (
+    AdapterBusyError,
     AdapterError,
     AdapterStoreCorruptError,
     BlobDigestMismatchError,
@@ -400,3 +405,35 @@ __all__ = [
     "parse_file_action",
     "receipt_from_json",
 ]
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike[str], *, timeout: float, target: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created 0644 if missing) for the ``with`` block.
+
+    Two processes acting on one environment never interleave. Closing the descriptor releases
+    the lock, and the kernel releases it when the holder is SIGKILLed, so a crash never leaves
+    the environment locked.
+
+    Args:
+        path: the lock file.
+        timeout: seconds to wait for the lock.
+        target: the environment's path, for the error.
+
+    Raises:
+        AdapterBusyError: the lock was not free within ``timeout`` seconds (retryable).
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise AdapterBusyError(target=target, waited_seconds=timeout) from None
+                time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)

@@ -59,7 +59,6 @@ This module imports nothing from Django.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -83,6 +82,7 @@ from runtime.adapters.base import (
     Observation,
     check_call,
     check_no_nested_paths,
+    exclusive_lock,
     fetch_blob,
     parse_change,
     parse_file_action,
@@ -92,7 +92,6 @@ from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.core.checkpoint import Action, Receipt
 from runtime.core.crashpoints import crash_point, register
 from runtime.errors import (
-    AdapterBusyError,
     AdapterCommandError,
     AdapterStoreCorruptError,
     AdapterTargetError,
@@ -796,21 +795,8 @@ class GitAdapter:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        fd = os.open(self._git_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            deadline = time.monotonic() + self._lock_timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise AdapterBusyError(target=str(self.root),
-                                               waited_seconds=self._lock_timeout) from None
-                    time.sleep(0.005)
+        with exclusive_lock(self._git_dir / LOCK_FILE, timeout=self._lock_timeout, target=str(self.root)):
             yield
-        finally:
-            os.close(fd)
 
     # --- running git ----------------------------------------------------------------------
 

@@ -51,12 +51,10 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import fcntl
 import hashlib
 import json
 import os
 import stat
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,6 +67,7 @@ from runtime.adapters.base import (
     FileChange,
     Observation,
     check_call,
+    exclusive_lock,
     fetch_blob,
     parse_file_action,
     receipt_from_json,
@@ -77,7 +76,6 @@ from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.core.checkpoint import Action, Receipt
 from runtime.core.crashpoints import crash_point, register
 from runtime.errors import (
-    AdapterBusyError,
     AdapterStoreCorruptError,
     AdapterTargetError,
     ConcurrentWriteError,
@@ -738,22 +736,8 @@ class WorkspaceAdapter:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        fd = os.open(self._meta / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            deadline = time.monotonic() + self._lock_timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise AdapterBusyError(target=str(self.root),
-                                               waited_seconds=self._lock_timeout) from None
-                    time.sleep(0.005)
+        with exclusive_lock(self._meta / "lock", timeout=self._lock_timeout, target=str(self.root)):
             yield
-        finally:
-            # Closing the descriptor releases the lock; the kernel also releases it on SIGKILL.
-            os.close(fd)
 
     # --- content scan ---------------------------------------------------------------------
 
