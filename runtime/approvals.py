@@ -15,6 +15,8 @@ run freezes for review (``receipt_trust_problem``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -122,6 +124,19 @@ def _approval_ttl(ttl_seconds: float | None) -> float:
     return ttl_seconds if ttl_seconds is not None else settings.RATCHET_APPROVAL_SECONDS
 
 
+@contextmanager
+def _waiting_session(*, run_id: str, approver: str) -> Iterator[tuple[Any, Receipt | None]]:
+    """The run's session, checked to be waiting for an approval, with the adapter's receipt for the
+    pending key if the write already committed (before a crash): then callers only reconcile."""
+    from runtime.engine import run_session
+
+    with run_session(run_id=run_id, worker=f"approver:{approver}") as ctx:
+        state = ctx.state
+        if state.phase != Phase.AWAITING_APPROVAL or state.pending is None:
+            raise ApprovalRefusedError("run is not waiting for an approval", run_id=run_id, phase=state.phase.value)
+        yield ctx, ctx.adapter.lookup_receipt(state.pending.idempotency_key)
+
+
 def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
                    ttl_seconds: float | None = None, refresh_only: bool = False) -> ApprovalOutcome:
     """Approve (or refresh the approval of) the write a run is waiting on.
@@ -142,15 +157,10 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
             recorded in the trace.
         LeaseHeldError: a worker is busy with the run; try again shortly.
     """
-    from runtime.engine import run_session, session_commit, session_settle
+    from runtime.engine import session_commit, session_settle
     from runtime.tasks import run_enqueue
 
-    with run_session(run_id=run_id, worker=f"approver:{approver}") as ctx:
-        state = ctx.state
-        pending = state.pending
-        if state.phase != Phase.AWAITING_APPROVAL or pending is None:
-            raise ApprovalRefusedError("run is not waiting for an approval", run_id=run_id, phase=state.phase.value)
-        receipt = ctx.adapter.lookup_receipt(pending.idempotency_key)
+    with _waiting_session(run_id=run_id, approver=approver) as (ctx, receipt):
         if receipt is not None:
             session_settle(ctx, receipt)
             outcome = ApprovalOutcome(run_id, "reconciled", None, None, ctx.state.phase.value)
@@ -222,16 +232,13 @@ def approval_deny(*, run_id: str, approver: str, reason: str) -> ApprovalOutcome
     Raises:
         ApprovalRefusedError: the run is not waiting for an approval, or the write already happened.
     """
-    from runtime.engine import run_session, session_commit, session_settle
+    from runtime.engine import session_commit, session_settle
 
     if not reason.strip():
         raise ApprovalRefusedError("a denial needs a reason", run_id=run_id)
-    with run_session(run_id=run_id, worker=f"approver:{approver}") as ctx:
+    with _waiting_session(run_id=run_id, approver=approver) as (ctx, receipt):
         state = ctx.state
         pending = state.pending
-        if state.phase != Phase.AWAITING_APPROVAL or pending is None:
-            raise ApprovalRefusedError("run is not waiting for an approval", run_id=run_id, phase=state.phase.value)
-        receipt = ctx.adapter.lookup_receipt(pending.idempotency_key)
         if receipt is not None:
             session_settle(ctx, receipt)
             raise ApprovalRefusedError("the write already committed before a crash; it was reconciled, not denied",
