@@ -142,6 +142,7 @@ def receipt_conflict_run(directory: Path, source: Path, revs: dict[int, str]) ->
         fencing_token=run.lease_version,
         blobs=lambda digest: attachment_get(digest=digest),
     )
-    report = run_advance(run_id=run_id)
+    # The stack's worker may get there first through its sweeper; either way the run freezes.
+    report = run_advance(run_id=run_id, wait_seconds=15)
     assert (report.phase, report.stop_reason) == ("needs_review", "receipt_conflict"), report
     return run_id, pending.idempotency_key

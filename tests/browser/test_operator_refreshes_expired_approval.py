@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def expired(tmp_path, stack, users) -> str:  # type: ignore[no-untyped-def]
-    """A one-commit replay whose commit needs approval; approved for one second, then expired."""
+    """A one-commit replay whose commit needs approval; approved briefly, then expired."""
     source = tmp_path / "source"
     revs = linear_history(source, commits=3)
     run_id = run_start(
@@ -32,10 +32,13 @@ def expired(tmp_path, stack, users) -> str:  # type: ignore[no-untyped-def]
         run_id=run_id,
         approver="earlier-operator",
         environment_fingerprint=waiting.environment_fingerprint,
-        ttl_seconds=1,
+        ttl_seconds=0.3,
     )
-    time.sleep(1.1)
-    report = run_advance(run_id=run_id)
+    # The stack's sweeper picks up a pending run only after it sat idle for a second, so the
+    # approval has expired before any worker can act: whoever drives the run next (this test or
+    # the worker) freezes it as approval_expired. Wait for the lease if the worker has it.
+    time.sleep(0.5)
+    report = run_advance(run_id=run_id, wait_seconds=15)
     assert (report.phase, report.stop_reason) == ("awaiting_approval", "approval_expired")
     return run_id
 
