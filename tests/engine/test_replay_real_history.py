@@ -11,7 +11,6 @@ clone) it is skipped, except under ``CI=true``, where a shallow checkout must no
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -21,25 +20,14 @@ from runtime.models import Run
 from runtime.taskspec import SHIPPED_TASKS_DIR
 from tests.engine.support import head_tree, key_effects, keyed_commits, run_target, trace_events
 from tests.helpers.procs import run_manage
-from tests.planners.gitrepo import git
+from tests.planners.gitrepo import git, replay_repository
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 COMMITS = 30
 
 
 def _repository() -> Path:
-    repo = Path(os.environ.get("RATCHET_TEST_REPLAY_REPO") or PROJECT_ROOT)
-    try:
-        count = int(git(repo, "rev-list", "--first-parent", "--count", "HEAD"))
-    except RuntimeError:
-        count = 0
-    if count < COMMITS + 1:
-        reason = (f"{repo.name} has {count} first-parent commits; replaying the last {COMMITS} "
-                  f"needs {COMMITS + 1} (in CI, check out full history: fetch-depth 0)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return repo
+    return replay_repository(COMMITS)
 
 
 def _task(directory: Path, repo: Path) -> Path:

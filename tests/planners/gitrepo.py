@@ -202,3 +202,28 @@ def write_task(directory: Path, text: str, name: str = "task.toml") -> Path:
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
 SHIPPED = Path(__file__).resolve().parents[2] / "runtime" / "task_specs"
+
+
+REPLAY_COMMITS = 30
+
+
+def replay_repository(commits: int = REPLAY_COMMITS) -> Path:
+    """The repository whose real history the 30-commit stories replay: this project's own, or
+    ``RATCHET_TEST_REPLAY_REPO``. With fewer than ``commits + 1`` first-parent commits (a young or
+    shallow clone) the story is skipped, except under ``CI=true``, where it fails instead."""
+    import os
+
+    import pytest
+
+    repo = Path(os.environ.get("RATCHET_TEST_REPLAY_REPO") or Path(__file__).resolve().parents[2])
+    try:
+        count = int(git(repo, "rev-list", "--first-parent", "--count", "HEAD"))
+    except RuntimeError:
+        count = 0
+    if count < commits + 1:
+        reason = (f"{repo.name} has {count} first-parent commits; replaying the last {commits} "
+                  f"needs {commits + 1} (in CI, check out full history: fetch-depth 0)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return repo

@@ -9,34 +9,20 @@ except under ``CI=true``, where a shallow checkout must not silently hide it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import pytest
 
 from runtime.planners import Done
 from runtime.planners.git_history import GitHistoryPlanner, clone_at_base
 from runtime.taskspec import SHIPPED_TASKS_DIR, TaskSpec, load_task_spec
 from runtime.verifiers import verify
-from tests.planners.gitrepo import BlobStore, apply_commit, git, observation
+from tests.planners.gitrepo import BlobStore, apply_commit, observation, replay_repository
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 COMMITS = 30
 
 
 def _repository() -> Path:
-    repo = Path(os.environ.get("RATCHET_TEST_REPLAY_REPO") or PROJECT_ROOT)
-    try:
-        count = int(git(repo, "rev-list", "--first-parent", "--count", "HEAD"))
-    except RuntimeError:
-        count = 0
-    if count < COMMITS + 1:
-        reason = (f"{repo.name} has {count} first-parent commits; replaying the last {COMMITS} "
-                  f"needs {COMMITS + 1} (in CI, check out full history: fetch-depth 0)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return repo
+    return replay_repository(COMMITS)
 
 
 def test_it_replays_the_last_30_commits_of_this_repository(tmp_path: Path) -> None:
