@@ -12,7 +12,8 @@ from typing import Any
 from django import forms
 from django.core import signing
 
-from review.queries import RunFilters, TraceFilters
+from review.queries.runs_list import RunFilters
+from review.queries.trace import TraceFilters
 from runtime.core.checkpoint import DecisionKind
 from runtime.core.evidence import DECISION_BOUND_FIELDS
 from runtime.models import CaseStatus, Phase

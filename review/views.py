@@ -1,10 +1,10 @@
 """Dashboard views: thin, function-based, one view per page and its htmx fragments (house style 5).
 
-Each view parses its input, calls ``review.queries`` and renders; a fragment request (htmx) gets
-``template#partial`` of the same template. Every view is wrapped in ``require_perm`` so a fragment
-is checked exactly like its page (house style 6). Pages here are GET only; the changes (sign-in,
-sign-out, and the operator and reviewer actions in ``views_approvals`` and ``views_cases``) are
-POSTs, CSRF-protected by the middleware.
+Each view parses its input, calls its page's ``review.queries`` module and renders; a fragment
+request (htmx) gets ``template#partial`` of the same template. Every view is wrapped in
+``require_perm`` so a fragment is checked exactly like its page (house style 6). Pages here are
+GET only; the changes (sign-in, sign-out, and the operator and reviewer actions in
+``views_approvals`` and ``views_cases``) are POSTs, CSRF-protected by the middleware.
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from review import queries
 from review.forms import RunFilterForm, TraceFilterForm
 from review.permissions import Perm, require_perm
+from review.queries.health import health_summary
+from review.queries.run_detail import attachment_find, checkpoint_committed, checkpoint_list
+from review.queries.runs import CANCELLABLE_PHASES, LIVE_PHASES, POLL_SECONDS, run_get
+from review.queries.runs_list import run_filter_choices, run_list
+from review.queries.trace import trace_event_types, trace_search, trace_timeline
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
 from runtime.attachments import attachment_get
 from runtime.bundles import bundle_export
@@ -50,11 +54,11 @@ def fragment_requested(request: HttpRequest) -> bool:
 def runs_list(request: HttpRequest) -> HttpResponse:
     """Runs list: filter by phase, tenant, task; search by run id; paginated; polls while live."""
     form = RunFilterForm(request.GET)
-    runs = queries.run_list(filters=form.filters(), page_number=request.GET.get("page"))
-    context = {"form": form, "runs": runs, "poll_seconds": queries.POLL_SECONDS}
+    runs = run_list(filters=form.filters(), page_number=request.GET.get("page"))
+    context = {"form": form, "runs": runs, "poll_seconds": POLL_SECONDS}
     if fragment_requested(request):
         return render(request, "review/runs.html#runs-table", context)
-    context["choices"] = queries.run_filter_choices()
+    context["choices"] = run_filter_choices()
     return render(request, "review/runs.html", context)
 
 
@@ -67,14 +71,14 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     fragment's data is read.
     """
     try:
-        run = queries.run_get(run_id=run_id)
+        run = run_get(run_id=run_id)
     except RunNotFoundError:
         raise Http404("no such run") from None
     context = {
         "run": run,
-        "live": run.phase in queries.LIVE_PHASES,
-        "cancellable": run.phase in queries.CANCELLABLE_PHASES,
-        "poll_seconds": queries.POLL_SECONDS,
+        "live": run.phase in LIVE_PHASES,
+        "cancellable": run.phase in CANCELLABLE_PHASES,
+        "poll_seconds": POLL_SECONDS,
         "can_view_trace": request.user.has_perm(Perm.VIEW_TRACE.value),
         "can_cancel": request.user.has_perm(Perm.CANCEL_RUN.value),
         "can_approve": request.user.has_perm(Perm.APPROVE_ACTION.value),
@@ -84,15 +88,15 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         RUN_DETAIL_PARTIALS.get(request.htmx.target or "") if fragment_requested(request) else None
     )
     if partial in (None, "checkpoints"):
-        context["checkpoints"] = queries.checkpoint_list(
+        context["checkpoints"] = checkpoint_list(
             run_id=run_id, page_number=request.GET.get("checkpoints_page")
         )
     if partial in (None, "timeline"):
-        context["timeline"] = queries.trace_timeline(
+        context["timeline"] = trace_timeline(
             run_id=run_id, page_number=request.GET.get("events_page")
         )
     if partial is None:
-        context["committed"] = queries.checkpoint_committed(run_id=run_id)
+        context["committed"] = checkpoint_committed(run_id=run_id)
         return render(request, "review/run_detail.html", context)
     return render(request, f"review/run_detail.html#{partial}", context)
 
@@ -105,7 +109,7 @@ def attachment_download(request: HttpRequest, digest: str) -> HttpResponse:
     Always a download (``Content-Disposition: attachment``) under a sandboxing CSP, so stored
     content can never run as a page of this origin.
     """
-    row = queries.attachment_find(digest=digest)
+    row = attachment_find(digest=digest)
     if row is None:
         raise Http404("no such attachment")
     try:
@@ -160,11 +164,11 @@ def trace_browser(request: HttpRequest) -> HttpResponse:
     """Trace evidence across runs, filtered by run, event type and environment version (admin)."""
     form = TraceFilterForm(request.GET)
     filters = form.filters()
-    result = queries.trace_search(filters=filters, page_number=request.GET.get("page"))
+    result = trace_search(filters=filters, page_number=request.GET.get("page"))
     context = {"form": form, "filters": filters, "result": result}
     if fragment_requested(request):
         return render(request, "review/trace.html#events", context)
-    context["event_types"] = queries.trace_event_types()
+    context["event_types"] = trace_event_types()
     return render(request, "review/trace.html", context)
 
 
@@ -172,7 +176,7 @@ def trace_browser(request: HttpRequest) -> HttpResponse:
 @require_safe
 def health(request: HttpRequest) -> HttpResponse:
     """Recovery success rate, recovery duration, duplicate submissions and run counts."""
-    return render(request, "review/health.html", {"health": queries.health_summary()})
+    return render(request, "review/health.html", {"health": health_summary()})
 
 
 # --- sign-in / sign-out ----------------------------------------------------------------------

@@ -18,9 +18,10 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST, require_safe
 from kombu.exceptions import OperationalError as BrokerUnavailableError
 
-from review import queries
 from review.forms import ApprovalForm, ApprovalsFilterForm, DenyForm
 from review.permissions import Perm, require_perm
+from review.queries.approvals import approvals_queue
+from review.queries.runs import CANCELLABLE_PHASES, run_get
 from review.views import fragment_requested
 from runtime import approvals as approval_service
 from runtime import engine as engine_service
@@ -56,7 +57,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
     ``#approvals`` target gets only the queue.
     """
     form = ApprovalsFilterForm(request.GET)
-    queue = queries.approvals_queue(run=form.run_id(), page_number=request.GET.get("page"))
+    queue = approvals_queue(run=form.run_id(), page_number=request.GET.get("page"))
     context = {
         "form": form,
         "queue": queue,
@@ -179,10 +180,10 @@ def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     driving it, which settles any pending write by its receipt first; a run frozen for an approval
     or a review is cancelled at once, keeping its evidence."""
     try:
-        run = queries.run_get(run_id=run_id)
+        run = run_get(run_id=run_id)
     except RunNotFoundError:
         raise Http404("no such run") from None
-    if run.phase not in queries.CANCELLABLE_PHASES:
+    if run.phase not in CANCELLABLE_PHASES:
         messages.error(request, f"Run {run_id} is {run.phase}: there is nothing to cancel.")
         return _see_other(reverse("review:run", args=[run_id]))
     try:

@@ -23,9 +23,9 @@ from django.views.decorators.http import require_POST, require_safe
 from kombu.exceptions import OperationalError as BrokerUnavailableError
 from pydantic import ValidationError
 
-from review import queries
 from review.forms import CaseFilterForm, DecisionForm, binding_token
 from review.permissions import Perm, require_perm
+from review.queries.cases import case_counts, case_get, case_list
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
 from review.views import fragment_requested
 from runtime import reviews as review_service
@@ -45,11 +45,11 @@ def cases(request: HttpRequest) -> HttpResponse:
     form = CaseFilterForm(request.GET)
     context = {
         "form": form,
-        "page": queries.case_list(status=form.status_value(), page_number=request.GET.get("page")),
+        "page": case_list(status=form.status_value(), page_number=request.GET.get("page")),
     }
     if fragment_requested(request):
         return render(request, "review/cases.html#cases-table", context)
-    context["counts"] = queries.case_counts()
+    context["counts"] = case_counts()
     return render(request, "review/cases.html", context)
 
 
@@ -62,7 +62,7 @@ def _case_page(
     lockout: Any = None,
 ) -> HttpResponse:
     try:
-        detail = queries.case_get(case_id=case_id)
+        detail = case_get(case_id=case_id)
     except ReviewCaseNotFoundError:
         raise Http404("no such review case") from None
     # The hidden binding is always the one on the page now, even when the form is re-shown after

@@ -1,4 +1,4 @@
-"""Approvals: grant, refresh, deny, and the checks the engine applies (DESIGN.md section 6).
+"""Approvals: grant, refresh and deny the write a run waits on, and the queue of such runs (DESIGN.md section 6).
 
 A write whose risk the policy lists in ``approval_risks`` waits in ``awaiting_approval`` with its
 intent frozen and a dry-run diff attached. Approval evidence is signed under the approval trust
@@ -8,103 +8,33 @@ corruption) but never authorises execution; *refresh* issues fresh evidence boun
 environment and seals the old one into the trace. If the adapter already holds a receipt for the
 key (the write committed before a crash), approving only reconciles.
 
-Trust boundary: a receipt for an approval-gated write is trusted only when it binds the approval
-digest, a commit time no later than that approval's expiry, and the business object; otherwise the
-run freezes for review (``receipt_trust_problem``).
+The checks the engine applies to approval evidence and to receipts of approval-gated writes
+(``approval_problem``, ``receipt_trust_problem``, ``evidence_verify``) are
+``runtime.approval_checks``; this module holds the services people call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.core.checkpoint import PendingAction, Phase, Receipt, RunState, StopReason
-from runtime.core.evidence import (
-    approval_digest,
-    approval_mismatch,
-    approval_sign,
-    approval_verify,
-    decision_verify,
-)
+from django.conf import settings
+
+import runtime.dispatch
+from runtime.checkpoints import checkpoint_verify
+from runtime.core.checkpoint import PendingAction, Phase, Receipt, StopReason
+from runtime.core.evidence import approval_sign
 from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
-from runtime.errors import ApprovalRefusedError
+from runtime.engine.settle import receipt_settle
+from runtime.errors import ApprovalRefusedError, RatchetError
 from runtime.keys import keyring_for
-
-
-def evidence_verify(state: RunState) -> None:
-    """Verify every approval and decision MAC held in a restored checkpoint.
-
-    DESIGN.md section 6: restoring a run that holds approval evidence or signed decisions without
-    the matching trust roots fails closed.
-
-    Raises:
-        KeyringError: the approval or reviewer keyring is not configured.
-        UnknownKeyError / BadSignatureError: evidence signed by an unknown key or altered.
-    """
-    approvals = []
-    if state.pending is not None:
-        approvals = [*state.pending.sealed_approvals]
-        if state.pending.approval is not None:
-            approvals.append(state.pending.approval)
-    if approvals:
-        ring = keyring_for(TrustRoot.APPROVAL)
-        for evidence in approvals:
-            approval_verify(evidence, ring)
-    decisions = [c.decision for c in state.review_cases if c.decision is not None]
-    if decisions:
-        ring = keyring_for(TrustRoot.REVIEWER)
-        for decision in decisions:
-            decision_verify(decision, ring)
-
-
-def approval_problem(*, pending: PendingAction, state: RunState, observation: Any,
-                     now: datetime | None = None) -> str | None:
-    """Why the pending write's approval cannot authorise execution now, or None if it can.
-
-    Checks, in order: present, nonce unused, bound to this run/key/intent and to the observed
-    environment instance, fingerprint and version (not only the version: DESIGN.md section 7),
-    not expired. Returns ``"expired"`` exactly when expiry is the only problem.
-    """
-    evidence = pending.approval
-    if evidence is None:
-        return "no approval given"
-    if evidence.nonce in state.consumed_nonces:
-        return "approval nonce already used"
-    field = approval_mismatch(
-        evidence,
-        run_id=state.identity.run_id,
-        idempotency_key=pending.idempotency_key,
-        intent_digest=pending.intent_digest,
-        environment_instance_id=observation.instance_id,
-        environment_fingerprint=observation.state_fingerprint,
-        environment_version=observation.version,
-    )
-    if field is not None:
-        return f"approval is bound to another {field}"
-    if evidence.expires_at <= (now or datetime.now(UTC)):
-        return "expired"
-    return None
-
-
-def receipt_trust_problem(*, pending: PendingAction, receipt: Receipt) -> str | None:
-    """For an approval-gated write, why ``receipt`` cannot be trusted as approved, or None."""
-    if not pending.requires_approval:
-        return None
-    approvals = [a for a in (*pending.sealed_approvals, pending.approval) if a is not None]
-    if not approvals:
-        return "the adapter holds a receipt for a write that needs approval, but none was ever given"
-    if receipt.approval_digest is None or receipt.committed_at is None or not receipt.business_object:
-        return "receipt does not bind the approval digest, commit time and business object"
-    matching = [a for a in approvals if approval_digest(a) == receipt.approval_digest]
-    if not matching:
-        return "receipt is bound to an approval this run never issued"
-    if receipt.committed_at > matching[0].expires_at:
-        return "the write committed after its approval had expired"
-    return None
+from runtime.models import Run, TraceEvent
+from runtime.session import RunSession, run_session, session_commit
+from runtime.trace import trace_append
 
 
 @dataclass(frozen=True)
@@ -119,22 +49,20 @@ class ApprovalOutcome:
 
 
 def _approval_ttl(ttl_seconds: float | None) -> float:
-    from django.conf import settings
-
     return ttl_seconds if ttl_seconds is not None else settings.RATCHET_APPROVAL_SECONDS
 
 
 @contextmanager
-def _waiting_session(*, run_id: str, approver: str) -> Iterator[tuple[Any, Receipt | None]]:
-    """The run's session, checked to be waiting for an approval, with the adapter's receipt for the
-    pending key if the write already committed (before a crash): then callers only reconcile."""
-    from runtime.engine import run_session
-
+def _waiting_session(*, run_id: str, approver: str
+                     ) -> Iterator[tuple[RunSession, PendingAction, Receipt | None]]:
+    """The run's session, checked to be waiting for an approval, with its pending write and the
+    adapter's receipt for the pending key if the write already committed (before a crash): then
+    callers only reconcile."""
     with run_session(run_id=run_id, worker=f"approver:{approver}") as ctx:
         state = ctx.state
         if state.phase != Phase.AWAITING_APPROVAL or state.pending is None:
             raise ApprovalRefusedError("run is not waiting for an approval", run_id=run_id, phase=state.phase.value)
-        yield ctx, ctx.adapter.lookup_receipt(state.pending.idempotency_key)
+        yield ctx, state.pending, ctx.adapter.lookup_receipt(state.pending.idempotency_key)
 
 
 def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
@@ -157,26 +85,21 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
             recorded in the trace.
         LeaseHeldError: a worker is busy with the run; try again shortly.
     """
-    from runtime.engine import session_commit, session_settle
-    from runtime.tasks import run_enqueue
-
-    with _waiting_session(run_id=run_id, approver=approver) as (ctx, receipt):
+    with _waiting_session(run_id=run_id, approver=approver) as (ctx, pending, receipt):
         if receipt is not None:
-            session_settle(ctx, receipt)
+            receipt_settle(ctx, receipt, reconciled=True)
             outcome = ApprovalOutcome(run_id, "reconciled", None, None, ctx.state.phase.value)
         else:
-            outcome = _grant(ctx, approver=approver, seen=environment_fingerprint,
-                             ttl=_approval_ttl(ttl_seconds), refresh_only=refresh_only,
-                             commit=session_commit)
-    run_enqueue(run_id=run_id)
+            outcome = _grant(ctx, pending, approver=approver, seen=environment_fingerprint,
+                             ttl=_approval_ttl(ttl_seconds), refresh_only=refresh_only)
+    # Looked up on the module at call time, so stories can record the hand-off instead.
+    runtime.dispatch.run_enqueue(run_id=run_id)
     return outcome
 
 
-def _grant(ctx: Any, *, approver: str, seen: str, ttl: float, refresh_only: bool, commit: Any) -> ApprovalOutcome:
-    from runtime.trace import trace_append
-
+def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str, ttl: float,
+           refresh_only: bool) -> ApprovalOutcome:
     state = ctx.state
-    pending = state.pending
     old = pending.approval
     obs = ctx.adapter.observe()
 
@@ -208,9 +131,9 @@ def _grant(ctx: Any, *, approver: str, seen: str, ttl: float, refresh_only: bool
     state.stop_reason = None
     state.stop_detail = ""
     kind = "approval.refreshed" if old is not None else "approval.granted"
-    commit(ctx, (kind, {"approver": approver, "approval": evidence.model_dump(mode="json"),
-                        "sealed": old.model_dump(mode="json") if old is not None else None,
-                        "idempotency_key": pending.idempotency_key}))
+    session_commit(ctx, (kind, {"approver": approver, "approval": evidence.model_dump(mode="json"),
+                                "sealed": old.model_dump(mode="json") if old is not None else None,
+                                "idempotency_key": pending.idempotency_key}))
     return ApprovalOutcome(ctx.run_id, "refreshed" if old is not None else "granted", evidence.approval_id,
                            evidence.expires_at, state.phase.value)
 
@@ -232,15 +155,12 @@ def approval_deny(*, run_id: str, approver: str, reason: str) -> ApprovalOutcome
     Raises:
         ApprovalRefusedError: the run is not waiting for an approval, or the write already happened.
     """
-    from runtime.engine import session_commit, session_settle
-
     if not reason.strip():
         raise ApprovalRefusedError("a denial needs a reason", run_id=run_id)
-    with _waiting_session(run_id=run_id, approver=approver) as (ctx, receipt):
+    with _waiting_session(run_id=run_id, approver=approver) as (ctx, pending, receipt):
         state = ctx.state
-        pending = state.pending
         if receipt is not None:
-            session_settle(ctx, receipt)
+            receipt_settle(ctx, receipt, reconciled=True)
             raise ApprovalRefusedError("the write already committed before a crash; it was reconciled, not denied",
                                        run_id=run_id)
         dropped = pending.model_dump(mode="json")
@@ -272,8 +192,6 @@ class WaitingApproval:
     stop_detail: str
 
     def as_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return asdict(self)
 
 
@@ -283,10 +201,6 @@ def approvals_waiting(*, run_ids: list[str] | None = None) -> list[WaitingApprov
     A run whose checkpoint fails to verify is left out of the queue (it needs forensic handling,
     not an approval); the runs list shows it.
     """
-    from runtime.checkpoints import checkpoint_verify
-    from runtime.errors import RatchetError
-    from runtime.models import Run, TraceEvent
-
     runs = Run.objects.filter(phase=Phase.AWAITING_APPROVAL.value).order_by("updated_at")
     if run_ids is not None:
         runs = runs.filter(run_id__in=run_ids)

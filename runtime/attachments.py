@@ -11,6 +11,7 @@ so a row never names missing bytes; stored bytes without a row are harmless and 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -37,7 +38,8 @@ def _stored_digest(name: str) -> str | None:
     return "sha256:" + h.hexdigest()
 
 
-def attachment_put(*, data: bytes, content_type: str = "application/octet-stream") -> str:
+def attachment_put(*, data: bytes, content_type: str = "application/octet-stream",
+                   row_writes: list[Callable[[], None]] | None = None) -> str:
     """Store ``data`` once and return its digest ``"sha256:<hex>"``.
 
     Putting the same bytes again is a no-op returning the same digest. Bytes already in storage
@@ -46,6 +48,9 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
     Args:
         data: the content (bytes).
         content_type: MIME type recorded on first put (at most 100 chars).
+        row_writes: if given, the bytes are stored now and the row's INSERT is appended here for
+            the caller's next checkpoint commit to run in its transaction (DESIGN.md section 4.3);
+            until then the bytes are "stored without a row", which a later put repairs.
 
     Raises:
         TypeError: ``data`` is not bytes.
@@ -72,6 +77,11 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
             default_storage.delete(saved)
             if _stored_digest(name) != digest:
                 raise AttachmentError("stored attachment does not match its digest", digest=digest)
+    if row_writes is not None:
+        row = Attachment(digest=digest, size=len(data), content_type=content_type[:100],
+                         storage_name=name)
+        row_writes.append(lambda: Attachment.objects.bulk_create([row], ignore_conflicts=True))
+        return digest
     Attachment.objects.get_or_create(
         digest=digest,
         defaults={"size": len(data), "content_type": content_type[:100], "storage_name": name},
@@ -94,13 +104,26 @@ def attachment_get(*, digest: str) -> bytes:
     except DigestFormatError:
         raise AttachmentError("not an attachment digest", digest=repr(digest)[:80]) from None
     row = Attachment.objects.filter(digest=digest).values("storage_name").first()
-    if row is None:
+    # No row yet: the bytes may be stored with their row waiting for the next checkpoint commit
+    # (``row_writes``); they are content-addressed and re-hashed below, so they are safe to read.
+    name = row["storage_name"] if row is not None else storage_name(digest)
+    if row is None and not default_storage.exists(name):
         raise AttachmentError("no attachment with this digest", digest=digest)
     try:
-        with default_storage.open(row["storage_name"], "rb") as handle:
+        with default_storage.open(name, "rb") as handle:
             data = handle.read()
     except (FileNotFoundError, OSError):
         raise AttachmentError("attachment bytes are missing from storage", digest=digest) from None
     if digest_bytes(data) != digest:
         raise AttachmentError(digest=digest)
     return data
+
+
+def attachment_blob(digest: str) -> bytes:
+    """:func:`attachment_get` with the positional signature of an adapter's ``BlobSource``
+    (``runtime.adapters.base``): adapters read the blobs a planner stored by digest through it.
+
+    Raises:
+        AttachmentError: as :func:`attachment_get`.
+    """
+    return attachment_get(digest=digest)

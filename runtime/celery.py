@@ -2,25 +2,36 @@
 
 Configuration comes from the ``CELERY_*`` block of ``runtime/settings.py``. The tasks live in
 ``runtime/tasks.py`` (``ratchet.advance_run``, ``ratchet.sweep``); the embedded default runs a
-worker with the sweeper inside it through ``manage.py worker``. In production run
+worker with the sweeper inside it through ``manage.py worker``. Every worker sweeps once when it
+is ready and keeps its database connections across tasks (DESIGN.md section 5.7). In production run
 ``celery -A runtime worker`` on every machine and exactly one ``celery -A runtime beat``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import beat_init, worker_init
+from celery.signals import beat_init, task_postrun, worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.settings")
 
 app = Celery("runtime")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Celery's Django fixup closes every database connection before and after each task unless this
+# is set; then it only recycles them every this many tasks, and ``_reuse_connections`` below
+# closes a connection earlier when Django says it is unusable or older than CONN_MAX_AGE.
+app.conf["CELERY_DB_REUSE_MAX"] = 1000
+
+STARTUP_SWEEP_TASK = "ratchet.sweep"
+"""Sent once when a worker is ready (``runtime.tasks.SWEEP_TASK``, addressed by name: the task
+module imports the engine, this one must not)."""
 
 
 def _forget_inherited_broker_engines() -> None:
@@ -74,3 +85,46 @@ def _prepare_sqlalchemy_broker(**_: Any) -> None:
             if attempt == 10:
                 raise
             time.sleep(0.1 * attempt)
+
+
+@worker_init.connect
+def _persistent_worker_connections(**_: Any) -> None:
+    """Keep each worker process's database connections open across tasks (DESIGN.md section 5.7).
+
+    Runs in the worker's main process before the pool forks, so every pool process inherits the
+    setting (and the Django fixup closes the inherited connections themselves in each child: a
+    SQLite or PostgreSQL connection must never be shared across a fork). Web and CLI processes
+    keep the configured ``CONN_MAX_AGE``; only workers, which run task after task, reuse
+    connections for ``RATCHET_WORKER_CONN_MAX_AGE`` seconds.
+    """
+    from django.conf import settings
+    from django.db import connections
+
+    for alias in settings.DATABASES:
+        settings.DATABASES[alias]["CONN_MAX_AGE"] = settings.RATCHET_WORKER_CONN_MAX_AGE
+        connections[alias].settings_dict["CONN_MAX_AGE"] = settings.RATCHET_WORKER_CONN_MAX_AGE
+
+
+@task_postrun.connect
+def _reuse_connections(**_: Any) -> None:
+    """After each task, close only connections Django finds broken or older than CONN_MAX_AGE
+    (what it does at the end of a web request), instead of every connection every time."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        conn.close_if_unusable_or_obsolete()
+
+
+@worker_ready.connect
+def _sweep_at_startup(**_: Any) -> None:
+    """Sweep once as soon as this worker can take messages (DESIGN.md section 5.7).
+
+    A worker starting after another died finds that worker's runs at once instead of after
+    beat's first period (beat's first sweep comes one period after beat starts). Harmless when
+    several workers start together: every message the sweep sends is safe to deliver twice. A
+    broker that refuses the message is logged; beat's next sweep does the same work.
+    """
+    try:
+        app.send_task(STARTUP_SWEEP_TASK, ignore_result=True)
+    except Exception:  # a start-up nicety must never keep the worker from running
+        logging.getLogger("runtime.celery").exception("start-up sweep could not be sent")

@@ -6,6 +6,8 @@ cleanly so they survive crossing a Celery boundary: each stores its keyword argu
 rebuilds from them in ``__reduce__``.
 
 This module imports nothing from Django so the framework-free core can raise these errors.
+
+Over 400 lines: one exception tree for the whole app (house style 3), so every error is found here.
 """
 
 from __future__ import annotations
@@ -255,7 +257,8 @@ class GitReplayError(PlannerError):
 
 class GitReplayUnsupportedError(GitReplayError):
     default_message = "the commit range holds an entry the replay cannot express as file writes"
-    hint = "submodules, symlinks and non-UTF-8 names are not replayed; choose another range"
+    hint = ("the error names the commit and why an action cannot carry it (a path that is not "
+            "UTF-8, a message git could not show past its trailers); choose another range")
 
 
 class ReplayTargetNotEmptyError(PlannerError):
@@ -478,3 +481,345 @@ class BenchmarkScratchError(BenchmarkError):
     default_message = "refusing to benchmark outside a throwaway database"
     hint = ("benchmarks run only via `manage.py bench`, on the scratch database it creates and "
             "removes; drop a leftover <name>_bench by hand once no bench is running")
+
+
+# --- discarding half-created runs (manage.py discard-run) -----------------------------------
+
+
+class RunDiscardRefusedError(RatchetError):
+    """An operator asked to discard a run that is not half-created: it committed a checkpoint
+    (or may have: its high-water mark is unreadable), or it holds receipts or review cases.
+    Such a run is evidence and is never deleted; retrying cannot help."""
+
+    default_message = "refusing to discard a run that is not half-created"
+    hint = ("only a run that died before its first checkpoint can be discarded; resume, cancel or "
+            "review this one instead")
+
+
+# --- the demo's processes (manage.py demo) ----------------------------------------------------
+
+
+class DemoLaunchError(RatchetError):
+    """The demo's web server or worker cannot be started (the port is taken, or the web server
+    exited or did not listen in time). The message says which; the child's own output above
+    says why."""
+
+    default_message = "the demo's processes cannot be started"
+
+
+# --- plug-ins: planners, adapters and verifiers by name (issue 11) ---------------------------
+
+
+class PluginError(RatchetError):
+    """Base for plug-in failures (DESIGN.md section 5.10). Context names the ``group``
+    (``ratchet.planners``, ``ratchet.adapters``, ``ratchet.verifiers``), the ``plugin`` name and,
+    where known, the ``entry`` (``module:Attr``) and the ``distribution`` that provided it."""
+
+    default_message = "plug-in failed"
+
+
+class PluginNotFoundError(PluginError, TaskSpecError):
+    """No plug-in of that name is registered in the group (nothing was imported or run). A task
+    spec naming one is invalid, so this is also a :class:`TaskSpecError`."""
+
+    default_message = "no plug-in of this name"
+    hint = ("install the package that provides it (its entry points register the name), fix the "
+            "spelling, or name the code directly with kind = \"python\" and entry = \"module:Attr\"")
+
+
+class PluginLoadError(PluginError, TaskSpecError):
+    """The plug-in's entry point or dotted path names code that cannot be imported, or the object
+    it names is not a plug-in (no pydantic ``Options`` model, not callable). Also a
+    :class:`TaskSpecError`: the run is not created (or not resumed)."""
+
+    default_message = "plug-in cannot be loaded"
+    hint = "check that the package is installed in this environment and that the entry names a plug-in class"
+
+
+class PluginConstructionError(PluginError):
+    """The plug-in raised while being constructed from its options; nothing was executed."""
+
+    default_message = "plug-in raised while being constructed"
+    hint = "the message names the exception the plug-in raised; fix the plug-in or its options"
+
+
+class PluginFailedError(PluginError):
+    """A plug-in raised while proposing, observing or verifying; the run is frozen for review
+    and nothing was executed for the failed call."""
+
+    default_message = "plug-in raised during a call"
+    hint = "read the plug-in's exception in the review case; fix the plug-in, then replan or abort"
+
+
+class PluginVersionMismatchError(PluginError):
+    """A run is resumed under another distribution or version of a plug-in than the one pinned
+    when the run was created; the resume is refused before anything is proposed or executed."""
+
+    default_message = "plug-in version differs from the one pinned with the run"
+    hint = ("reinstall the pinned version to resume, or start a new run under the new version "
+            "(migrating a run to new plug-in versions is not supported yet)")
+
+
+class PlannerStateTooLargeError(PlannerError):
+    """The planner returned a state whose canonical JSON exceeds the bound kept in every
+    checkpoint (``MAX_PLANNER_STATE_BYTES``); nothing was proposed or executed."""
+
+    default_message = "planner state is too large for a checkpoint"
+    hint = ("keep large context out of the state: store it with put_blob and keep only its "
+            "sha256 digest in the state")
+
+
+# --- SQL adapter (issue 11, point 5) --------------------------------------------------------
+
+
+class SqlTemplateNotAllowedError(InvalidActionError):
+    """The action names no statement template of the SQL adapter; nothing was sent to the database."""
+
+    default_message = "action names no SQL template this task spec allows"
+    hint = "only the templates under [environment.options.templates] can run; the planner must name one"
+
+
+class SqlParamsInvalidError(InvalidActionError):
+    """A parameter fails its template's schema; the message names fields, never values."""
+
+    default_message = "action parameters fail the SQL template's schema"
+    hint = "nothing was written; the planner must give parameters the template's schema accepts"
+
+
+class SqlReceiptStoreMissingError(AdapterStoreCorruptError):
+    """The adapter's receipt (or fence) table is gone from a target database the adapter set up:
+    "no receipt" cannot be told from "receipts lost", so nothing executes (fail closed)."""
+
+    default_message = "the SQL adapter's receipt store is missing from the target database"
+    hint = ("restore the ratchet_sql_* tables from a backup; until then runs on this target stay frozen "
+            "for review (a reviewer may abort them)")
+
+
+class SqlStatementError(AdapterError):
+    """The target database refused the template's statement (a constraint, a type, a row count
+    other than ``expect_rows``); the whole transaction was rolled back."""
+
+    default_message = "the target database refused the SQL statement; nothing was committed"
+    hint = "look at the target's rows and constraints; a reviewer replans or aborts the run"
+
+
+class SqlTargetUnavailableError(AdapterError):
+    """The target database could not be reached or was busy; nothing was committed."""
+
+    default_message = "the SQL target database is unreachable or busy"
+    retryable = True
+    hint = "check the target database is up and the URL is right; the step is retried"
+
+
+# --- the chat-tools planner (DESIGN.md section 6.7) -----------------------------------------
+
+
+class ModelReplyError(PlannerError):
+    """Base for a model reply the chat-tools planner cannot turn into a proposal. Nothing is
+    executed for it; the planner retries a bounded number of times, tracing each attempt."""
+
+    default_message = "the model's reply cannot be used as a proposal"
+    hint = "read the trace's planner.model_error events; fix the model, its prompt or its server"
+
+
+class MalformedModelReplyError(ModelReplyError):
+    default_message = "the model's reply is malformed (not a chat completion, or no single tool call)"
+    hint = "the model must answer with exactly one tool call; check the server speaks chat-completions"
+
+
+class UnknownToolError(ModelReplyError):
+    default_message = "the model called a tool that was not offered"
+    hint = "only the adapter's actions and finish are offered; check the prompt and the model"
+
+
+class ToolArgumentsError(ModelReplyError):
+    default_message = "the model's tool arguments are not JSON or fail the tool's schema"
+    hint = "the error names the failing fields; check the tool schema digest pinned with the run"
+
+
+class ModelRefusalError(ModelReplyError):
+    default_message = "the model refused to answer"
+    hint = "read the refusal in the recorded reply; change the task or the prompt in a new run"
+
+
+class ModelTimeoutError(ModelReplyError):
+    retryable = True
+    default_message = "the model server did not answer in time"
+    hint = "check the model server; the run can be resumed, nothing was executed"
+
+
+class ModelRateLimitedError(ModelReplyError):
+    retryable = True
+    default_message = "the model server refused with 429 (rate limited)"
+    hint = "wait or raise the server's limit; the run can be resumed, nothing was executed"
+
+
+class ModelUnavailableError(ModelReplyError):
+    retryable = True
+    default_message = "the model server could not be reached or answered with a server error"
+    hint = "check the base URL and that the server runs; the run can be resumed"
+
+
+class ModelAuthError(ModelReplyError):
+    default_message = "the model server refused the API key (401/403) or the request (4xx)"
+    hint = "set the API key variable the spec names (never in the task file) and resume"
+
+
+class ModelPinMismatchError(PlannerStateError):
+    """The model, prompt digest or tool-schema digest differs from what was pinned with the run."""
+
+    default_message = "model, prompt or tool schema differs from the versions pinned with the run"
+    hint = ("a resume must use the pinned model, prompt and tool schema; restore them, or start a "
+            "new run under the new versions")
+
+
+class ModelBudgetExhaustedError(PlannerError):
+    """A chat-tools budget (model calls, tokens, model seconds) is used up; the model was not asked."""
+
+    default_message = "the chat-tools planner's budget is used up"
+    hint = "raise the budget in a new task version, or accept the run as stopped"
+
+
+class ModelReplyMissingError(PlannerStateError):
+    """A reply digest committed in the planner state names no stored attachment."""
+
+    default_message = "a recorded model reply committed with the run is missing or corrupt"
+    hint = "the reply cannot be replayed and the model is never asked twice for a committed step; review the run"
+
+
+# --- the HTTP adapter and redacted evidence (issue 11, points 4 and 7) ----------------------
+
+
+class RedactionKeyError(ConfigurationError):
+    """The redaction key (``RATCHET_REDACTION_KEY`` or its key file) is missing or malformed.
+    The message names the variable or file, never key text."""
+
+    default_message = "the redaction key is missing or malformed"
+    hint = ("set RATCHET_REDACTION_KEY=KEY_ID:BASE64 (at least 32 random bytes) or remove the broken "
+            "redaction key file so a fresh one is created")
+
+
+class HttpRequestNotAllowedError(InvalidActionError):
+    """An HTTP action names a host, method or path the adapter's allowlist does not hold; refused
+    before any request was made."""
+
+    default_message = "HTTP request refused by the allowlist before it was sent"
+    hint = "nothing was sent; add the host, method or path template to the task spec's HTTP options or replan"
+
+
+class HttpOutcomeUnknownError(AdapterTimeoutError):
+    """A write's request timed out, lost its connection or got a 5xx: it may or may not have
+    committed. The engine settles it by asking the service for the idempotency key, never by a
+    blind retry."""
+
+    default_message = "HTTP write outcome unknown (timeout, connection error or 5xx)"
+
+
+class HttpRequestInFlightError(AdapterError):
+    """The service is still processing an earlier request with this idempotency key (409)."""
+
+    default_message = "the service is still processing a request with this idempotency key"
+    retryable = True
+    hint = "the step is retried later with the same key; nothing new was sent"
+
+
+class HttpServiceUnavailableError(AdapterError):
+    """The service cannot be reached for a read (state, lookup, probe)."""
+
+    default_message = "the HTTP service cannot be reached"
+    retryable = True
+    hint = "check that the service is up and reachable; the step is retried later"
+
+
+class HttpCredentialExpiredError(AdapterError):
+    """The service refused the adapter's credential (401/403) or none is configured."""
+
+    default_message = "the HTTP adapter's credential is expired, revoked or missing"
+    hint = ("renew the credential in the environment variable the task spec names; the run stays frozen "
+            "until an operator deals with it and nothing was written")
+
+
+class HttpRequestRejectedError(AdapterError):
+    """The service refused the write with a 4xx that says nothing was done (bad request, not found)."""
+
+    default_message = "the HTTP service rejected the write"
+    hint = "nothing was written; the action does not fit the service, replan"
+
+
+class HttpContractError(AdapterStoreCorruptError):
+    """A state or idempotency-record response does not have the shape the adapter needs."""
+
+    default_message = "the HTTP service's state or idempotency record is malformed"
+
+
+# --- receipts ledger (DESIGN.md section 3.1) ---------------------------------------------------
+
+
+class LedgerChainError(CheckpointError):
+    """A run's receipts ledger does not chain to the ``(length, head)`` its checkpoint commits to.
+
+    A row was dropped, reordered, edited, inserted or the tail truncated. The run is frozen with a
+    review case; nothing is repaired automatically.
+    """
+
+    default_message = "the run's receipts ledger does not match its checkpoint"
+    hint = ("the ledger rows are kept as found; compare them with the evidence bundle or a backup "
+            "(`manage.py checkpoint verify RUN` names the first bad row), then decide the case")
+
+
+class LedgerEntryError(CheckpointInvariantError):
+    """An entry offered to the ledger breaks an invariant (a key executed twice, a nonce reused,
+    a receipt whose fingerprint does not match it); nothing is written."""
+
+    default_message = "a receipts-ledger entry breaks an invariant"
+
+
+class LedgerUnavailableError(CheckpointError):
+    """A state whose checkpoint commits to a non-empty ledger has no ledger attached to read it."""
+
+    default_message = "the run state has no readable receipts ledger"
+    hint = "restore the run through `checkpoint_restore`, which attaches its ledger"
+
+
+class SqlCredentialRejectedError(AdapterError):
+    """The SQL target refused the adapter's login (a revoked role, an expired password): no retry
+    can fix that, so a resume freezes the run before anything executes (DESIGN.md section 5.9)."""
+
+    default_message = "the SQL target database refused the adapter's credential"
+    hint = "renew the credential behind options.url_env (or the role's LOGIN) and let a reviewer resume the run"
+
+
+class VerifierCommandError(PluginError):
+    """The command verifier could not give a verdict (DESIGN.md section 6.5): its command did not
+    run, or did not finish. Not a failed verdict: the run is frozen for review (stop reason
+    ``verifier_error``) and nothing is executed."""
+
+    default_message = "the verifier's command could not give a verdict"
+    hint = ("read the command's output attachment in the review case, fix the task spec or the "
+            "environment, then replan or abort")
+
+
+class VerifierCommandNotFoundError(VerifierCommandError):
+    """The verifier's executable does not exist, or is not executable, on the worker's PATH."""
+
+    default_message = "the verifier's command does not exist"
+    hint = ("install the executable on the worker, or name it by absolute path in verifier.argv, "
+            "then let a reviewer replan the run (the verifier runs again)")
+
+
+class VerifierCommandTimeoutError(VerifierCommandError):
+    """The verifier's command ran past ``verifier.timeout_seconds``; its whole process group was
+    killed (SIGKILL) and the output so far is attached by digest (``output_digest``)."""
+
+    default_message = "the verifier's command timed out"
+    hint = ("read the partial output attachment; raise verifier.timeout_seconds or fix the hanging "
+            "test, then let a reviewer replan the run, or abort it")
+
+
+class VerifierWorkdirError(VerifierCommandError):
+    """The verifier's working directory is outside the run's environment and every directory
+    ``verifier.allowed_workdirs`` lists (after resolving symlinks), or does not exist."""
+
+    default_message = "the verifier's working directory is not allowed"
+    hint = ("use a directory inside the environment target (verifier.workdir, relative) or list "
+            "it in verifier.allowed_workdirs")

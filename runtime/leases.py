@@ -15,6 +15,7 @@ It is the fencing token: adapters reject tokens older than the newest they have 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -157,6 +158,24 @@ def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float) -> Lease:
         state_version=row["state_version"],
         expires_at=row["lease_expires_at"],
     )
+
+
+def lease_acquire_waiting(*, run_id: str, worker: str, ttl_seconds: float, wait_seconds: float) -> Lease:
+    """:func:`lease_acquire`, retried every 0.25 s for up to ``wait_seconds`` seconds while another
+    worker holds the lease (a service call that arrives mid-step waits for the step to end).
+
+    Raises:
+        LeaseHeldError: still held by another worker after ``wait_seconds`` seconds.
+        RunNotFoundError / ValueError: as :func:`lease_acquire`.
+    """
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            return lease_acquire(run_id=run_id, worker=worker, ttl_seconds=ttl_seconds)
+        except LeaseHeldError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 
 def lease_renew(*, lease: Lease, ttl_seconds: float) -> Lease:

@@ -8,6 +8,8 @@
   (task_id, run_id, environment_instance_id), possibly in its own database
   (``RATCHET_HWM_DATABASE_URL``), so it has no foreign keys.
 * ``TraceEvent``: append-only, hash-chained evidence; the chain head is mirrored on the run.
+* ``LedgerEntry``: the receipts ledger (executed writes, consumed nonces, quarantined keys), one
+  hash-chained row per entry, written with the checkpoint that commits to it (section 3.1).
 * ``Attachment``: content-addressed bytes (sha256), stored once through the storage API.
 
 State changes go through the services (``checkpoints``, ``leases``, ``trace``, ``attachments``);
@@ -119,9 +121,9 @@ class Checkpoint(AppendOnly):
 
 
 class HighWaterMark(models.Model):
-    """External monotonic generation per (task_id, run_id, environment_instance_id) (DESIGN.md s.4).
+    """External monotonic generation per (task_id, run_id, environment_instance_id) (DESIGN.md section 4.2).
 
-    Only compare-and-set updates touch ``generation``; see ``runtime.checkpoints``.
+    Only compare-and-set updates touch ``generation``; see ``runtime.high_water_marks``.
     """
 
     task_id = models.CharField(max_length=200)
@@ -164,6 +166,34 @@ class TraceEvent(AppendOnly):
 
     def __str__(self) -> str:
         return f"trace {self.run_id}#{self.seq} {self.event_type}"
+
+
+class LedgerEntry(AppendOnly):
+    """One receipts-ledger entry (DESIGN.md section 3.1): ``body`` is its canonical JSON as hashed.
+
+    ``entry_hash = H(run, seq, kind, key, sha256(body), prev_hash)`` (``runtime.core.ledger``);
+    the checkpoint signs the ``(length, head)`` it commits to. ``(run, kind, key)`` is unique, so
+    a key executed twice or a nonce consumed twice cannot even be stored, and it is the index
+    the engine's lookups use. ``generation`` is the checkpoint that recorded the entry.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="ledger_entries")
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=32)
+    key = models.CharField(max_length=200)
+    body = models.TextField()
+    prev_hash = models.CharField(max_length=71)
+    entry_hash = models.CharField(max_length=71)
+    generation = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="ledger_unique_seq"),
+            models.UniqueConstraint(fields=["run", "kind", "key"], name="ledger_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"ledger {self.run_id}#{self.seq} {self.kind} {self.key}"
 
 
 class Attachment(AppendOnly):

@@ -1,17 +1,18 @@
 """Review cases and signed reviewer decisions (DESIGN.md section 6).
 
-Every ``needs_review`` freeze opens a case (``case_open``, called by the engine) that keeps the
-pending intent, both digests, the full receipt and its fingerprint, the environment version, the
-reason and a trace excerpt. A reviewer resolves it with ``replan`` or ``abort``, signed under the
-reviewer trust root and bound to task, run, policy, action, key, both digests, the receipt
-fingerprint, the environment and a one-time nonce (``decision_prepare`` -> ``decision_sign_for``).
+Every ``needs_review`` freeze opens a case (``runtime.cases.case_open``, called by the engine)
+that keeps the pending intent, both digests, the full receipt and its fingerprint, the
+environment version, the reason and a trace excerpt. A reviewer resolves it with ``replan`` or
+``abort``, signed under the reviewer trust root and bound to task, run, policy, action, key, both
+digests, the receipt fingerprint, the environment and a one-time nonce (``decision_prepare`` ->
+``decision_sign_for``).
 
 ``case_decide`` applies a signed decision under the run's lease: it re-reads the authoritative
 receipt from the adapter and re-observes the environment, and keeps the run frozen -- recording
 the refusal in the trace -- on an unknown signer, a tampered signature, any bound field that
 differs, a reused nonce, receipt drift or a changed environment. The signed checkpoint is the
 commit point; the case row is updated after it and repaired from the checkpoint if a crash
-came in between (``case_sync``).
+came in between (``runtime.cases.case_sync``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any
 
 from django.db import transaction
 
-from runtime.core.canonical import canonical_json, sha256_hex
+import runtime.dispatch
+from runtime.cases import case_sync
+from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import (
     DecisionKind,
     Phase,
@@ -34,6 +37,7 @@ from runtime.core.checkpoint import (
 )
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.evidence import decision_mismatch, decision_sign, decision_verify
+from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
 from runtime.errors import (
@@ -43,62 +47,15 @@ from runtime.errors import (
     UnknownKeyError,
 )
 from runtime.keys import keyring_for
-from runtime.models import CaseStatus, ReviewCase, TraceEvent
+from runtime.models import CaseStatus, ReviewCase
+from runtime.receipts import key_quarantine
+from runtime.session import adapter_for_run, run_session, session_commit, store_observation
+from runtime.trace import trace_append
 
 CP_AFTER_DECISION_COMMIT = register("review.after_decision_commit",
                                     "decision applied in the checkpoint, case row not updated yet")
 CP_BEFORE_DECISION_COMMIT = register("review.before_decision_commit",
                                      "decision checked, nothing applied yet")
-
-TRACE_EXCERPT_EVENTS = 20
-
-
-def review_case_id(*, run_id: str, generation: int) -> str:
-    """Deterministic case id for the freeze committed as ``generation`` of ``run_id``."""
-    return "case_" + sha256_hex(canonical_json({"run_id": run_id, "generation": generation}))[:32]
-
-
-def case_open(*, run_id: str, case: ReviewCaseRef, detail: str, pending: dict[str, Any] | None,
-              receipt: dict[str, Any] | None, environment: dict[str, Any],
-              observed: dict[str, Any] | None) -> ReviewCase:
-    """Create (or find, after a crash) the case row for a freeze. Called by the engine."""
-    excerpt = [
-        {"seq": seq, "type": event_type, "payload": payload, "environment_version": env, "hash": digest}
-        for seq, event_type, payload, env, digest in TraceEvent.objects.filter(run_id=run_id)
-        .order_by("-seq").values_list("seq", "event_type", "payload", "environment_version", "hash")
-        [:TRACE_EXCERPT_EVENTS]
-    ][::-1]
-    row, _ = ReviewCase.objects.get_or_create(
-        case_id=case.case_id,
-        defaults={
-            "run_id": run_id,
-            "reason": case.reason.value,
-            "detail": detail,
-            "idempotency_key": case.idempotency_key or "",
-            "pending": pending,
-            "receipt": receipt,
-            "receipt_fingerprint": case.receipt_fingerprint or "",
-            "environment": environment,
-            "observed": observed,
-            "trace_excerpt": excerpt,
-        },
-    )
-    return row
-
-
-def case_sync(*, run_id: str, state: RunState) -> int:
-    """Bring case rows in line with the checkpoint's (authoritative) case refs; returns rows fixed."""
-    fixed = 0
-    for ref in state.review_cases:
-        if ref.status == ReviewCaseStatus.OPEN or ref.decision is None:
-            continue
-        fixed += ReviewCase.objects.filter(case_id=ref.case_id, status=CaseStatus.OPEN).update(
-            status=ref.status.value,
-            decision=ref.decision.model_dump(mode="json"),
-            decided_by=ref.decision.reviewer,
-            decided_at=ref.decision.issued_at,
-        )
-    return fixed
 
 
 def _find_ref(state: RunState, case_id: str) -> ReviewCaseRef:
@@ -132,9 +89,6 @@ def _binding(state: RunState, ref: ReviewCaseRef, observation: Any) -> dict[str,
 
 
 def _open_for_reading(case_id: str) -> tuple[ReviewCase, RunState, Any]:
-    from runtime.checkpoints import checkpoint_verify
-    from runtime.engine import adapter_for_run
-
     row = ReviewCase.objects.select_related("run").filter(case_id=case_id).first()
     if row is None:
         raise ReviewCaseNotFoundError(case_id=case_id)
@@ -194,11 +148,6 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
         ReviewCaseNotFoundError: unknown case id.
         LeaseHeldError: a worker is busy with the run; try again shortly.
     """
-    from runtime.engine import run_session, session_commit
-    from runtime.receipts import key_quarantine
-    from runtime.tasks import run_enqueue
-    from runtime.trace import trace_append
-
     with transaction.atomic():
         row = ReviewCase.objects.select_for_update().filter(case_id=decision.case_id).first()
         if row is None:
@@ -228,7 +177,7 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
             return refuse(f"unknown signer: key id {decision.key_id} is not in the reviewer trust root")
         except BadSignatureError:
             return refuse("tampered decision: the signature does not verify")
-        if decision.nonce in state.consumed_nonces:
+        if state_ledger(state).nonce_consumed(decision.nonce):
             return refuse("nonce already used: a decision can be applied once")
         if state.phase != Phase.NEEDS_REVIEW:
             return refuse(f"run is {state.phase.value}, not needs_review")
@@ -251,14 +200,13 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
             "decision": decision.model_dump(mode="json"),
         }
         ref.decision = decision
-        state.consumed_nonces.append(decision.nonce)
+        state_ledger(state).consume_nonce(decision.nonce)
         if kind == DecisionKind.REPLAN:
             if ref.idempotency_key and state.pending is not None:
                 key_quarantine(run_id=run_id, idempotency_key=ref.idempotency_key,
                                intent_digest=state.pending.intent_digest,
                                reason=f"replan by {decision.reviewer} on {decision.case_id}")
-                if ref.idempotency_key not in state.quarantined_keys:
-                    state.quarantined_keys.append(ref.idempotency_key)
+                state_ledger(state).quarantine_key(ref.idempotency_key)
             ref.status = ReviewCaseStatus.REPLANNED
             state.pending = None
             state.replan_epoch += 1
@@ -283,13 +231,12 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
         )
         outcome = DecisionOutcome(decision.case_id, run_id, True, kind.value, state.phase.value)
     if kind == DecisionKind.REPLAN:
-        run_enqueue(run_id=run_id)
+        # Looked up on the module at call time, so stories can record the hand-off instead.
+        runtime.dispatch.run_enqueue(run_id=run_id)
     return outcome
 
 
 def _fresh_ref(observed: Any, state: RunState) -> Any:
-    from runtime.engine import store_observation
-
     return store_observation(observed, observation_version=state.environment.observation_version + 1,
                              adapter_generation=state.environment.adapter_generation)
 

@@ -305,6 +305,9 @@ RATCHET_SWEEP_SECONDS = _seconds("RATCHET_SWEEP_SECONDS", 10.0)
 # Committed steps one advance_run task drives before it re-enqueues the run: small batches let
 # many runs interleave across workers without paying a broker round trip for every step.
 RATCHET_STEPS_PER_TASK = _positive_int("RATCHET_STEPS_PER_TASK", 8)
+# Seconds a Celery worker process keeps a database connection open across tasks (its CONN_MAX_AGE;
+# web and CLI processes keep the one DATABASE_URL gives). Broken connections are closed sooner.
+RATCHET_WORKER_CONN_MAX_AGE = _seconds("RATCHET_WORKER_CONN_MAX_AGE", 300.0)
 CELERY_BEAT_SCHEDULE = {
     # Sweeps sent while no worker was up expire instead of piling up (a minute, or three
     # periods: generous, since the worker judges expiry by its own clock).

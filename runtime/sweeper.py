@@ -19,6 +19,11 @@ sweep would change nothing; an operator fixes it and runs ``manage.py resume``, 
 event clears the mark. The same goes for a run recovered ``max_recoveries`` times at one
 generation without committing anything since: whatever kills its step is deterministic (a
 poison run), and re-queueing it forever is the "retry blindly" DESIGN.md section 5 forbids.
+
+How soon the sweeper looks (DESIGN.md section 5.7): a sweep runs when a worker starts and on
+beat's period, and each of those asks :func:`lease_expiry_next` when the next live lease runs
+out; if that is before the next periodic sweep, one more sweep is scheduled for that moment, so
+a dead worker's runs are picked up as their leases expire, not up to a period later.
 """
 
 from __future__ import annotations
@@ -109,3 +114,37 @@ def runs_needing_recovery(*, idle_seconds: float = 0.0, limit: int | None = None
         ).values_list("run_id", "payload")
     )
     return [c for c in candidates if recoveries[(c.run_id, c.generation)] < max_recoveries]
+
+
+def lease_expiry_next(*, within_seconds: float) -> float | None:
+    """Seconds until the earliest lease of a live run expires, by the database clock.
+
+    Only leases still running count (an expired one is already a candidate for the sweep that
+    asks). The answer is used to schedule the next sweep, never to judge a lease: the sweep
+    that then runs compares with ``Now()`` again.
+
+    Args:
+        within_seconds: look no further ahead than this (seconds, > 0).
+
+    Returns:
+        Seconds (>= 0) until that expiry, or None when no live lease expires within
+        ``within_seconds``.
+
+    Raises:
+        ValueError: ``within_seconds`` is not positive.
+    """
+    if not within_seconds > 0:
+        raise ValueError("within_seconds must be > 0")
+    horizon = ExpressionWrapper(Now() + timedelta(seconds=within_seconds),
+                                output_field=models.DateTimeField())
+    row = (Run.objects.filter(phase__in=LIVE_PHASES, lease_expires_at__gt=Now(),
+                              lease_expires_at__lte=horizon)
+           .exclude(owner_worker="")
+           .annotate(database_now=Now())
+           .order_by("lease_expires_at")
+           .values_list("lease_expires_at", "database_now")
+           .first())
+    if row is None:
+        return None
+    expires_at, now = row
+    return max(0.0, (expires_at - now).total_seconds())

@@ -3,8 +3,9 @@
 ``ratchet.advance_run(run_id, generation=None)`` drives one run for up to
 ``RATCHET_STEPS_PER_TASK`` committed steps (``runtime.engine.run_advance``) and, while the run
 is still live, enqueues itself again, so many runs interleave across any number of workers.
-``ratchet.sweep`` (beat, every ``RATCHET_SWEEP_SECONDS``) re-queues the runs the database says
-nobody is driving (``runtime.sweeper``).
+``ratchet.sweep`` (at worker start-up, on beat every ``RATCHET_SWEEP_SECONDS``, and once more
+when a lease expires sooner than that) re-queues the runs the database says nobody is driving
+(``runtime.sweeper``), one message per run.
 
 Delivery is at least once (acks late; on Redis and RabbitMQ a message held by a pool process
 that dies goes back to the queue), so every message must be safe to deliver twice (DESIGN.md
@@ -22,7 +23,9 @@ Messages carry only ids and are JSON. Retries are for connection-class errors on
 that fails closed needs a human: the task logs it and does not retry, and the sweeper stops
 re-queueing the run once a recovery of it has failed (``runtime.sweeper``).
 Follow-up messages are published on commit (``transaction.on_commit``) so a worker never sees a
-run before the transaction that made it ready is visible.
+run before the transaction that made it ready is visible. Services that make a run live again
+address ``ratchet.advance_run`` by name through ``runtime.dispatch.run_enqueue``; nothing imports
+this module but Celery's task discovery.
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ import logging
 import os
 import socket
 import threading
+import time
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.db import InterfaceError, transaction
+from django.db import InterfaceError
 from django.db import OperationalError as DatabaseOperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
+from runtime.dispatch import ADVANCE_RUN_TASK
 from runtime.engine import run_advance
 from runtime.errors import (
     CheckpointError,
@@ -48,7 +53,7 @@ from runtime.errors import (
     StaleGenerationError,
 )
 from runtime.models import Run
-from runtime.sweeper import LIVE_PHASES, runs_needing_recovery
+from runtime.sweeper import LIVE_PHASES, lease_expiry_next, runs_needing_recovery
 
 log = logging.getLogger("runtime.tasks")
 
@@ -87,7 +92,7 @@ def worker_id(task: Task) -> str:
     return ident
 
 
-@shared_task(bind=True, name="ratchet.advance_run", acks_late=True, ignore_result=True,
+@shared_task(bind=True, name=ADVANCE_RUN_TASK, acks_late=True, ignore_result=True,
              autoretry_for=CONNECTION_ERRORS, retry_backoff=True, retry_backoff_max=60,
              retry_jitter=True, max_retries=5)
 def advance_run(self: Task, run_id: str, generation: int | None = None) -> str:
@@ -165,35 +170,35 @@ def _enqueue(run_id: str, generation: int | None) -> None:
     advance_run.apply_async_on_commit(args=(run_id, generation))
 
 
-def run_enqueue(*, run_id: str) -> None:
-    """Queue ``run_id`` for a worker once the caller's transaction commits (house style 4).
+SWEEP_TASK = "ratchet.sweep"
+"""The registered name of :func:`sweep_expired_leases` (``runtime.celery`` sends it at start-up)."""
 
-    For services that make a run live again (an approval, a reviewer's replan) or create one:
-    call it inside the transaction that changed the run, so no worker can see the message
-    before the change; a rolled-back transaction publishes nothing. Outside a transaction it
-    publishes at once. The message expects no particular generation, so it is never dropped as
-    outdated; a duplicate of it is still harmless (the lease, then the generation check of the
-    next hop).
+FOLLOW_UP_MARGIN_SECONDS = 0.05
+"""A follow-up sweep runs this long after the lease it waits for expires (clock resolution)."""
 
-    A broker outage at commit time does not undo or fail the caller's committed change: it is
-    logged (Django's ``django.db.backends.base`` logger) and the sweeper picks the run up as
-    idle within ``RATCHET_SWEEP_SECONDS``. Raises nothing itself.
-    """
-
-    def publish_advance_run() -> None:
-        advance_run.delay(run_id)
-
-    transaction.on_commit(publish_advance_run, robust=True)
+FOLLOW_UP_MIN_SECONDS = 0.25
+"""Follow-up sweeps of one chain are at least this far apart, so a chain stays short."""
 
 
-@shared_task(name="ratchet.sweep", acks_late=True, ignore_result=True,
+@shared_task(name=SWEEP_TASK, acks_late=True, ignore_result=True,
              autoretry_for=CONNECTION_ERRORS, retry_backoff=True, max_retries=3)
-def sweep_expired_leases() -> int:
+def sweep_expired_leases(until: float | None = None) -> int:
     """Re-queue live runs whose lease expired or that nobody drives (``runtime.sweeper``).
 
-    Beat sends it every ``RATCHET_SWEEP_SECONDS`` seconds; runs free for that long count as
-    idle. Each candidate gets an ``advance_run`` message naming its current generation, so a
-    run that was merely slow (its own message still in flight) ends up with one chain, not two.
+    Beat sends it every ``RATCHET_SWEEP_SECONDS`` seconds and every worker once at start-up
+    (``runtime.celery``); runs free for that long count as idle. Each candidate gets its own
+    ``advance_run`` message naming its current generation, so the runs of a dead worker spread
+    over every free pool process at once, and a run that was merely slow (its own message still
+    in flight) ends up with one chain, not two.
+
+    Then it looks ahead (DESIGN.md section 5.7): if a live lease expires before the next
+    periodic sweep, it schedules one more sweep just after that expiry. Such a follow-up carries
+    ``until`` (a time.time() deadline: the next periodic sweep) and only schedules another
+    before that deadline, so the extra sweeps per period are bounded and never pile up.
+
+    Args:
+        until: None from beat and at start-up; the chain's deadline (epoch seconds, this
+            worker's clock, used only to decide when to look again) for a follow-up.
 
     Returns:
         The number of runs re-queued.
@@ -205,5 +210,22 @@ def sweep_expired_leases() -> int:
                  candidate.generation, candidate.reason,
                  f", lease of {candidate.owner_worker}" if candidate.owner_worker else "")
         _enqueue(candidate.run_id, candidate.generation)
+    _schedule_follow_up(until=until)
     return len(candidates)
 
+
+def _schedule_follow_up(*, until: float | None) -> None:
+    now = time.time()
+    deadline = until if until is not None else now + settings.RATCHET_SWEEP_SECONDS
+    if deadline - now <= FOLLOW_UP_MIN_SECONDS:
+        return
+    wait = lease_expiry_next(within_seconds=deadline - now)
+    if wait is None:
+        return
+    countdown = max(wait + FOLLOW_UP_MARGIN_SECONDS, FOLLOW_UP_MIN_SECONDS)
+    if now + countdown >= deadline:
+        return  # the next periodic sweep is as soon
+    log.info("sweep: next lease expires in %.2f s; sweeping again then", wait)
+    # Expiring with the chain: a follow-up delivered late (no worker up) is not worth running.
+    sweep_expired_leases.apply_async_on_commit(kwargs={"until": deadline}, countdown=countdown,
+                                               expires=max(60.0, deadline - now + 30.0))

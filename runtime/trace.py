@@ -11,11 +11,15 @@ Editing an event breaks its hash; deleting or reordering events breaks the ``seq
 
 Appends for one run are serialised by locking the ``Run`` row (``select_for_update``; SQLite's
 IMMEDIATE transactions serialise writers anyway), so two writers can never fork the chain.
+
+The checkpoint commit appends its events without a read-modify-write of the head: it builds the
+rows on the head it last saw (:func:`trace_rows_build`) and moves ``trace_seq``/``trace_head`` in
+the same compare-and-set ``UPDATE`` of the run row that fences the commit (DESIGN.md section 4).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +31,26 @@ from django.utils import timezone
 from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.errors import RunNotFoundError, TraceChainError
 from runtime.models import Run, TraceEvent
+
+_HEADS: dict[str, tuple[int, str]] = {}
+"""run id -> the trace ``(seq, head)`` this process last wrote: a compare-and-set hint for the
+checkpoint commit, never trusted (a stale hint only costs the commit one locked read)."""
+
+
+def trace_head_hint(run_id: str) -> tuple[int, str] | None:
+    """The trace head this process last wrote for ``run_id`` (a hint), or None."""
+    return _HEADS.get(run_id)
+
+
+def trace_head_remember(run_id: str, seq: int, head: str) -> None:
+    """Record the trace head this process just wrote (its transaction may still roll back: the
+    hint is checked by compare-and-set before use)."""
+    _HEADS[run_id] = (seq, head)
+
+
+def trace_head_forget(run_id: str) -> None:
+    """Drop the hint (the transaction that moved the head rolled back)."""
+    _HEADS.pop(run_id, None)
 
 
 def genesis_hash(run_id: str) -> str:
@@ -61,6 +85,70 @@ def event_hash(
             "prev_hash": prev_hash,
         },
     )
+
+
+def trace_events_check(
+    *, events: Sequence[tuple[str, Mapping[str, Any]]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Validate trace events before anything is written; return them as ``(type, dict)`` pairs.
+
+    Callers that append events together with a checkpoint check them first, so a bad event
+    never leaves a checkpoint half committed (DESIGN.md section 4).
+
+    Args:
+        events: ``(event_type, payload)`` pairs; types are 1-64 characters, payloads JSON objects.
+
+    Raises:
+        ValueError: an event type is not a string of 1-64 characters.
+        CanonicalizationError: a payload is not canonical-JSON serialisable.
+    """
+    checked = []
+    for event_type, payload in events:
+        if not isinstance(event_type, str) or not 1 <= len(event_type) <= 64:
+            raise ValueError("trace event types are strings of 1-64 characters")
+        body = dict(payload)
+        canonical_json(body)  # raises CanonicalizationError before anything is written
+        checked.append((event_type, body))
+    return checked
+
+
+def trace_rows_build(
+    *,
+    run_id: str,
+    seq: int,
+    head: str,
+    events: Sequence[tuple[str, Mapping[str, Any]]],
+    environment_version: str,
+) -> tuple[list[TraceEvent], int, str]:
+    """Unsaved trace rows for ``events`` chained after ``(seq, head)``; and the new ``(seq, head)``.
+
+    Each payload is encoded once, inside its event hash. The caller inserts the rows and moves
+    the run row's head from ``(seq, head)`` to the returned one in one transaction, with a
+    compare-and-set on the old head (``runtime.checkpoints``).
+
+    Args:
+        run_id: the run.
+        seq, head: the run row's ``trace_seq`` and ``trace_head`` the events follow.
+        events: ``(event_type, payload)`` pairs (checked by :func:`trace_events_check`).
+        environment_version: recorded on every event.
+
+    Raises:
+        CanonicalizationError: a payload is not canonical-JSON serialisable (nothing built).
+    """
+    created_at = timezone.now()
+    prev_hash = head or genesis_hash(run_id)
+    rows = []
+    for event_type, payload in events:
+        seq += 1
+        body = dict(payload)
+        event_digest = event_hash(run_id=run_id, seq=seq, event_type=event_type, payload=body,
+                                  environment_version=environment_version,
+                                  created_at=created_at, prev_hash=prev_hash)
+        rows.append(TraceEvent(run_id=run_id, seq=seq, event_type=event_type, payload=body,
+                               environment_version=environment_version, created_at=created_at,
+                               prev_hash=prev_hash, hash=event_digest))
+        prev_hash = event_digest
+    return rows, seq, (prev_hash if rows else head)
 
 
 def trace_append_txn(
@@ -116,6 +204,7 @@ def trace_append_txn(
     )
     event.save()
     Run.objects.filter(run_id=run_id).update(trace_seq=seq, trace_head=event.hash, updated_at=Now())
+    trace_head_remember(run_id, seq, event.hash)
     return event
 
 

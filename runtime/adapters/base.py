@@ -1,4 +1,4 @@
-"""The adapter protocol and the checks every adapter shares (DESIGN.md sections 4 and 5).
+"""The adapter protocol (DESIGN.md sections 4 and 5).
 
 An adapter is the only way a run touches its environment. It answers four questions the step
 engine needs to keep side effects exactly-once:
@@ -14,37 +14,21 @@ engine needs to keep side effects exactly-once:
   produce, computed without changing anything, so recovery can tell "the pending write landed"
   from drift.
 
-This module also holds what both concrete adapters validate identically: relative paths (no
-absolute paths, ``..``, ``.git`` or adapter-owned areas), the ``write_file`` / ``delete_file``
-action shapes, call arguments, and blob fetching with a sha256 check. It imports nothing from
-Django.
+What both concrete adapters validate identically lives beside this module, each piece named for
+what it is: :mod:`runtime.adapters.paths`, :mod:`runtime.adapters.actions`,
+:mod:`runtime.adapters.blobs`, :mod:`runtime.adapters.receipt_json`,
+:mod:`runtime.adapters.locking`, :mod:`runtime.adapters.fence`. It imports nothing from Django.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import os
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
-from pydantic import ValidationError
-
-from runtime.core.canonical import DIGEST_RE, digest_bytes
+from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import Action, EnvironmentRef, Receipt
-from runtime.errors import (
-    AdapterBusyError,
-    AdapterError,
-    AdapterStoreCorruptError,
-    BlobDigestMismatchError,
-    BlobUnavailableError,
-    InvalidActionError,
-    PathEscapeError,
-    RatchetError,
-)
 
 BlobSource = Callable[[str], bytes]
 """``digest -> content``: the engine passes its attachment store's getter.
@@ -53,11 +37,17 @@ Adapters call it with the ``sha256:<hex>`` digest an action names and check the 
 against that digest before writing anything.
 """
 
-MAX_PATH_CHARS = 4096
-MAX_KEY_CHARS = 200
 
-WRITE_FILE = "write_file"
-DELETE_FILE = "delete_file"
+@dataclass(frozen=True)
+class AdapterContext:
+    """What an adapter plug-in is constructed with, beside its options (DESIGN.md section 5.10).
+
+    Attributes:
+        target: the spec's ``environment.target`` (a directory for the built-in adapters; a
+            plug-in may read it as it documents, e.g. the directory of its own store).
+    """
+
+    target: Path
 
 
 @dataclass(frozen=True)
@@ -115,8 +105,14 @@ class Observation:
 class Adapter(Protocol):
     """What the step engine needs from an environment (DESIGN.md sections 4-6).
 
+    An adapter plug-in (DESIGN.md section 5.10) implements this protocol; it may raise the
+    :class:`~runtime.errors.AdapterError` subclasses named below (``retryable`` ones make the
+    engine try the step again later; any other freezes the run for review). Any other exception
+    leaves the step like a crash would: the next attempt asks the adapter by key first (section
+    5.3), so an adapter must keep its receipts before it returns, never after.
+
     Attributes:
-        kind: ``"workspace"`` or ``"git"``.
+        kind: the adapter's name (``"workspace"``, ``"git"``, a plug-in's name).
         namespace: receipt namespace, ``"<kind>:<instance id>"``.
         adapter_version: receipt format/version tag, e.g. ``"ratchet-git/1"``.
     """
@@ -172,268 +168,3 @@ class Adapter(Protocol):
     def receipts(self) -> list[Receipt]:
         """Every receipt in the adapter's store, oldest first."""
         ...
-
-
-# --- shared validation ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """One file-level change: write ``content`` (a ``sha256:`` digest) to ``path`` or delete it."""
-
-    op: Literal["write", "delete"]
-    path: str
-    content: str | None = None
-    executable: bool = False
-
-
-def check_relative_path(path: Any, *, reserved: Iterable[str] = ()) -> str:
-    """Validate a relative, ``/``-separated path inside an environment and return it.
-
-    Rejected: non-strings, empty paths, absolute paths, backslashes, NUL or control characters,
-    empty, ``.`` or ``..`` components, any ``.git`` component (any case) and a first component
-    in ``reserved`` (case-insensitive; the workspace's ``.ratchet``). Symlinks are checked by
-    each adapter against its own state, because only it knows what is on disk or in the tree.
-
-    Args:
-        path: the candidate path (an action's ``target`` or a change's ``path``).
-        reserved: first-component names the adapter owns.
-
-    Raises:
-        PathEscapeError: the path is rejected.
-    """
-    if not isinstance(path, str) or not path:
-        raise PathEscapeError("path must be a non-empty string", path=repr(path)[:80])
-    if len(path) > MAX_PATH_CHARS:
-        raise PathEscapeError(f"path is longer than {MAX_PATH_CHARS} characters", path=path[:80])
-    if path.startswith("/"):
-        raise PathEscapeError("absolute paths are not allowed", path=path)
-    if "\\" in path or any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
-        # Backslashes are separators on other systems and control characters break the
-        # line-oriented evidence (git trailers, diffs): refuse rather than guess.
-        raise PathEscapeError("path contains a backslash or a control character", path=repr(path))
-    parts = path.split("/")
-    reserved_lower = {name.lower() for name in reserved}
-    for index, part in enumerate(parts):
-        if part in ("", ".", ".."):
-            raise PathEscapeError("path has an empty, '.' or '..' component", path=path)
-        if part.lower() == ".git":
-            raise PathEscapeError("paths into .git are not allowed", path=path)
-        if index == 0 and part.lower() in reserved_lower:
-            raise PathEscapeError("path is inside the adapter's own journal", path=path)
-    return path
-
-
-def check_content_digest(value: Any, *, path: str) -> str:
-    """Return ``value`` if it is a ``sha256:<64 hex>`` content digest.
-
-    Raises:
-        InvalidActionError: otherwise.
-    """
-    if not isinstance(value, str) or not DIGEST_RE.match(value):
-        raise InvalidActionError("content must be a sha256:<hex> digest", path=path)
-    return value
-
-
-def _exact_params(action: Action, required: set[str], optional: set[str]) -> None:
-    keys = set(action.params)
-    missing = required - keys
-    unknown = keys - required - optional
-    if missing or unknown:
-        raise InvalidActionError(
-            f"{action.kind} params must have {sorted(required)} (optional {sorted(optional)}); "
-            f"missing {sorted(missing)}, unknown {sorted(unknown)}",
-            path=action.target,
-        )
-
-
-def parse_change(entry: Any, *, reserved: Iterable[str] = ()) -> FileChange:
-    """Parse one ``{"op": "write"|"delete", "path", "content", "executable"}`` change.
-
-    Raises:
-        InvalidActionError: wrong shape or types. PathEscapeError: bad path.
-    """
-    if not isinstance(entry, Mapping):
-        raise InvalidActionError("each change must be an object")
-    op = entry.get("op")
-    if op == "write":
-        allowed = {"op", "path", "content", "executable"}
-    elif op == "delete":
-        allowed = {"op", "path"}
-    else:
-        raise InvalidActionError("change op must be 'write' or 'delete'", op=repr(op)[:40])
-    unknown = set(entry) - allowed
-    if unknown:
-        raise InvalidActionError(f"unknown change fields {sorted(unknown)}", op=op)
-    path = check_relative_path(entry.get("path"), reserved=reserved)
-    if op == "delete":
-        return FileChange(op="delete", path=path)
-    executable = entry.get("executable", False)
-    if not isinstance(executable, bool):
-        raise InvalidActionError("executable must be a boolean", path=path)
-    return FileChange(op="write", path=path,
-                      content=check_content_digest(entry.get("content"), path=path),
-                      executable=executable)
-
-
-def parse_file_action(action: Action, *, reserved: Iterable[str] = ()) -> FileChange:
-    """Parse a ``write_file`` / ``delete_file`` action into a :class:`FileChange`.
-
-    Shapes: ``write_file``: ``target`` = relative path, ``params = {"content": "sha256:...",
-    "executable": bool (optional, default false)}``; ``delete_file``: ``params = {}``.
-
-    Raises:
-        InvalidActionError: another kind or a malformed shape. PathEscapeError: bad path.
-    """
-    if action.kind == WRITE_FILE:
-        _exact_params(action, {"content"}, {"executable"})
-        return parse_change({"op": "write", "path": action.target, **action.params},
-                            reserved=reserved)
-    if action.kind == DELETE_FILE:
-        _exact_params(action, set(), set())
-        return parse_change({"op": "delete", "path": action.target}, reserved=reserved)
-    raise InvalidActionError(f"unsupported action kind {action.kind!r}", path=action.target)
-
-
-def check_no_nested_paths(changes: Iterable[FileChange]) -> None:
-    """Reject two changes to one path, or a change below a path another change *writes*.
-
-    Writing below a path that the same commit deletes is allowed: that is a file turning into a
-    directory (``a`` deleted, ``a/b`` written), which real histories contain.
-
-    Raises:
-        InvalidActionError: naming the offending path.
-    """
-    changes = list(changes)
-    written = {change.path for change in changes if change.op == "write"}
-    seen: set[str] = set()
-    for path in sorted(change.path for change in changes):
-        if path in seen:
-            raise InvalidActionError("two changes name the same path", path=path)
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            if "/".join(parts[:i]) in written:
-                raise InvalidActionError("a change writes below another change's file", path=path)
-        seen.add(path)
-
-
-def check_call(*, idempotency_key: Any, intent_digest: Any, fencing_token: Any,
-               approval_digest: Any) -> None:
-    """Validate ``execute`` call arguments before anything is read or written.
-
-    The key must be 1-200 characters without control characters or surrounding whitespace
-    (it is written into a git trailer or a journal line and must read back identically).
-
-    Raises:
-        InvalidActionError: naming the bad argument (never its value when it is not a string).
-    """
-    if (not isinstance(idempotency_key, str) or not idempotency_key
-            or len(idempotency_key) > MAX_KEY_CHARS
-            or idempotency_key != idempotency_key.strip()
-            or any(ord(ch) < 32 or ord(ch) == 127 for ch in idempotency_key)):
-        raise InvalidActionError("idempotency key must be 1-200 printable characters")
-    if not isinstance(intent_digest, str) or not DIGEST_RE.match(intent_digest):
-        raise InvalidActionError("intent digest must be sha256:<hex>",
-                                 idempotency_key=idempotency_key)
-    if approval_digest is not None and (
-            not isinstance(approval_digest, str) or not DIGEST_RE.match(approval_digest)):
-        raise InvalidActionError("approval digest must be sha256:<hex> or None",
-                                 idempotency_key=idempotency_key)
-    if not isinstance(fencing_token, int) or isinstance(fencing_token, bool) or fencing_token < 0:
-        raise InvalidActionError("fencing token must be a non-negative integer",
-                                 idempotency_key=idempotency_key)
-
-
-def fetch_blob(blobs: BlobSource, content: str, *, path: str) -> bytes:
-    """Fetch ``content`` from ``blobs`` and check its sha256 before anything is written.
-
-    Args:
-        blobs: the engine's attachment getter.
-        content: ``sha256:<hex>`` digest named by the action.
-        path: the path being written, for the error context.
-
-    Raises:
-        BlobDigestMismatchError: the bytes hash to something else.
-        BlobUnavailableError: the source raised ``LookupError`` or ``OSError``, or returned
-            something that is not bytes. Errors from the runtime's own tree pass through.
-    """
-    try:
-        data = blobs(content)
-    except RatchetError:
-        raise
-    except (LookupError, OSError) as exc:
-        raise BlobUnavailableError(f"blob source failed: {type(exc).__name__}", path=path,
-                                   content=content) from None
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise BlobUnavailableError("blob source returned something that is not bytes", path=path,
-                                   content=content)
-    data = bytes(data)
-    actual = "sha256:" + hashlib.sha256(data).hexdigest()
-    if actual != content:
-        raise BlobDigestMismatchError(path=path, expected=content, actual=actual)
-    return data
-
-
-def receipt_from_json(raw: bytes | str, *, where: str) -> Receipt:
-    """Parse a stored receipt strictly (JSON mode, so timestamps round-trip).
-
-    Raises:
-        AdapterStoreCorruptError: the stored receipt does not validate.
-    """
-    try:
-        return Receipt.model_validate_json(raw)
-    except ValidationError as exc:
-        raise AdapterStoreCorruptError(
-            f"stored receipt does not validate: {exc.error_count()} errors", where=where
-        ) from None
-
-
-__all__ = [
-    "Adapter",
-    "AdapterError",
-    "BlobSource",
-    "DELETE_FILE",
-    "FileChange",
-    "Observation",
-    "WRITE_FILE",
-    "check_call",
-    "check_content_digest",
-    "check_no_nested_paths",
-    "check_relative_path",
-    "fetch_blob",
-    "parse_change",
-    "parse_file_action",
-    "receipt_from_json",
-]
-
-
-@contextlib.contextmanager
-def exclusive_lock(path: str | os.PathLike[str], *, timeout: float, target: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created 0644 if missing) for the ``with`` block.
-
-    Two processes acting on one environment never interleave. Closing the descriptor releases
-    the lock, and the kernel releases it when the holder is SIGKILLed, so a crash never leaves
-    the environment locked.
-
-    Args:
-        path: the lock file.
-        timeout: seconds to wait for the lock.
-        target: the environment's path, for the error.
-
-    Raises:
-        AdapterBusyError: the lock was not free within ``timeout`` seconds (retryable).
-    """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise AdapterBusyError(target=target, waited_seconds=timeout) from None
-                time.sleep(0.005)
-        yield
-    finally:
-        os.close(fd)

@@ -6,13 +6,17 @@ migration path raises :class:`CheckpointMigrationError`; the stored row is never
 operator can handle it by hand.
 
 The MAC is verified over the original bytes before migration (see
-``runtime.core.checkpoint.open_envelope``); migrated output is re-validated by the caller, and a
+``runtime.core.envelope.open_envelope``); migrated output is re-validated by the caller, and a
 migrated checkpoint that is not valid at the current version is a migration error too. Each
 migrator must produce *every* field of its target version: stored checkpoints are complete.
 
 History:
     v1 -> v2  cost as integer micro-units instead of float dollars; replan epochs and
               quarantined keys (reviewer ``replan`` decisions) arrive.
+    v2 -> v3  executed writes, consumed nonces and quarantined keys leave the payload for the
+              receipts ledger (DESIGN.md section 3.1): the payload gets an empty ``ledger`` head
+              and the lists travel beside it as ``carried_ledger``, which ``open_envelope``
+              stages so the next commit writes them as ledger entries.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from runtime.core.checkpoint import SCHEMA_VERSION
 from runtime.errors import CheckpointMigrationError
 
 Migrator = Callable[[dict[str, Any]], dict[str, Any]]
@@ -121,6 +126,41 @@ def v1_to_v2(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+CARRIED_LEDGER = "carried_ledger"
+"""Key of the lists a v2 -> v3 migration moved out of the payload (never in a stored envelope)."""
+
+
+@migrator(2)
+def _v2_to_v3(body: dict[str, Any]) -> dict[str, Any]:
+    """v2 -> v3: the growing lists leave the payload for the receipts ledger.
+
+    ``executed``, ``consumed_nonces`` and ``quarantined_keys`` move to ``body["carried_ledger"]``
+    unchanged (``open_envelope`` validates them as ledger entries); the payload commits to an
+    empty ledger, because a v2 run has no ledger rows yet.
+
+    Raises:
+        CheckpointMigrationError: no payload, a missing list, or a v3 ``ledger`` already present.
+    """
+    out = copy.deepcopy(body)
+    run_id = out.get("run_id")
+    payload = out.get("payload")
+    if not isinstance(payload, dict):
+        raise CheckpointMigrationError("v2 checkpoint has no payload object", run_id=run_id)
+    if "ledger" in payload:
+        raise CheckpointMigrationError("checkpoint says schema v2 but has payload.ledger",
+                                       run_id=run_id)
+    carried = {}
+    for name in ("executed", "consumed_nonces", "quarantined_keys"):
+        if not isinstance(payload.get(name), list):
+            raise CheckpointMigrationError(f"v2 payload.{name} is missing or not a list",
+                                           run_id=run_id)
+        carried[name] = payload.pop(name)
+    payload["ledger"] = {"length": 0, "head": None}
+    out[CARRIED_LEDGER] = carried
+    out["schema_version"] = 3
+    return out
+
+
 def migrate_envelope(body: dict[str, Any]) -> dict[str, Any]:
     """Migrate an envelope dict to the current schema version by chaining migrators.
 
@@ -136,8 +176,6 @@ def migrate_envelope(body: dict[str, Any]) -> dict[str, Any]:
             migrator that failed or produced the wrong version. The error names the run id,
             generation and the version the checkpoint was stored at.
     """
-    from runtime.core.checkpoint import SCHEMA_VERSION
-
     version = body.get("schema_version")
     ids = {
         "run_id": body.get("run_id") if isinstance(body.get("run_id"), str) else None,

@@ -84,6 +84,8 @@ class Event(StrEnum):
     """An operator cancelled the run."""
     ADAPTER_REFUSED = "adapter_refused"
     """The adapter refused a write or observation for a reason a retry cannot fix."""
+    PLANNER_FAILED = "planner_failed"
+    """The planner raised, or returned a state too large or not JSON; nothing was proposed."""
 
 
 _FREEZE = {
@@ -98,6 +100,7 @@ _TABLE: dict[Phase, dict[Event, Phase]] = {
         Event.APPROVAL_REQUIRED: Phase.AWAITING_APPROVAL,
         Event.ENVIRONMENT_DRIFT: Phase.NEEDS_REVIEW,
         Event.ADAPTER_REFUSED: Phase.NEEDS_REVIEW,
+        Event.PLANNER_FAILED: Phase.NEEDS_REVIEW,
         Event.VERIFIED: Phase.COMPLETED,
         Event.VERIFIER_FAILED: Phase.FAILED,
         Event.BUDGET_EXHAUSTED: Phase.FAILED,

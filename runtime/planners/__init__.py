@@ -1,21 +1,18 @@
-"""Planners: deterministic code that proposes the next write of a run (see :mod:`.base`).
+"""Planners: deterministic code that proposes the next write of a run.
 
-Shipped planners: :class:`ScriptedPlanner` (fixed steps from the task spec) and
-:class:`GitHistoryPlanner` (replays a commit range of a git repository). Framework-free.
+A package marker only; import from the modules themselves:
+
+* :mod:`runtime.planners.base` -- the planner protocol (``Planner``, ``Done``, ``PlannerStep``,
+  ``PlannerContext``; the bounded, moving planner state);
+* :mod:`runtime.planners.scripted` -- ``ScriptedPlanner``: fixed steps from the task spec;
+* :mod:`runtime.planners.git_history` -- ``GitHistoryPlanner``: replays a commit range;
+* :mod:`runtime.planners.factory` -- ``build_planner``: the planner a task spec names, through
+  the plug-in registry (:mod:`runtime.plugins`, DESIGN.md section 5.10);
+* :mod:`runtime.planners.chat_tools` -- ``ChatToolsPlanner``: a model proposes each write through
+  tool calls (DESIGN.md section 6.7), with ``chat_tools_tools`` (the tools offered),
+  ``chat_tools_replies`` (recording and replay), ``chat_tools_pins``, ``chat_tools_budget``,
+  ``chat_tools_client`` (the ``openai`` request) and ``chat_tools_options``.
+
+Framework-free: nothing here imports Django, except :mod:`runtime.planners.chat_tools`, which
+reads recorded replies from the attachment store and appends its events to the run's trace.
 """
-
-from runtime.planners.base import Done, Planner, PlannerState, Proposal, PutBlob, build_planner
-from runtime.planners.git_history import GitHistoryPlanner, prepare_target
-from runtime.planners.scripted import ScriptedPlanner
-
-__all__ = (
-    "Done",
-    "GitHistoryPlanner",
-    "Planner",
-    "PlannerState",
-    "Proposal",
-    "PutBlob",
-    "ScriptedPlanner",
-    "build_planner",
-    "prepare_target",
-)

@@ -1,13 +1,21 @@
-"""The planner protocol (issue "exactly-once actions", part 2).
+"""The planner protocol (issue "exactly-once actions", part 2; plug-ins and moving state: issue 11).
 
-A planner is deterministic code that decides the next write: given the plan cursor, the small
-JSON state it keeps in the checkpoint and the latest observation, it returns one
-:class:`~runtime.core.checkpoint.Action` or :class:`Done`. Permissions, amounts and deletions are
-decided here, never by a model. The same ``cursor`` and ``planner_state`` must give the same
-action -- the same intent digest -- in any process, because the engine derives the idempotency
-key before the write and compares intents after a crash (DESIGN.md section 5).
+A planner decides the next write: given the plan cursor, the small JSON state it keeps in the
+checkpoint and the latest observation, it returns one :class:`~runtime.core.checkpoint.Action`
+or :class:`Done`, and -- wrapped in a :class:`PlannerStep` -- its new state. The engine commits
+that state in the same checkpoint as the intent, so a resume hands the planner exactly the state
+committed with the last checkpoint (DESIGN.md section 5.10).
 
-Framework-free: nothing here imports Django.
+**Deterministic** means: the same committed state (cursor and planner state) and the same
+observation give the same proposal -- the same intent digest -- and the same new state, in any
+process. The engine derives the idempotency key before the write and compares intents after a
+crash (DESIGN.md section 5.1); a planner that varied would turn every recovery into a conflict.
+A planner whose decisions come from outside (a model) must record what it was told in its state
+or in attachments before the engine commits, never ask again for a committed step.
+
+The state is bounded: its canonical JSON may be at most :data:`MAX_PLANNER_STATE_BYTES`; larger
+context goes to content-addressed attachments through ``put_blob`` and only the digest stays in
+the state. Framework-free: nothing here imports Django.
 """
 
 from __future__ import annotations
@@ -19,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import JsonValue
 
+from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import Action
-from runtime.errors import PlannerError
+from runtime.errors import CanonicalizationError, PlannerError, PlannerStateError, PlannerStateTooLargeError
 
 if TYPE_CHECKING:  # the adapter contract lives with the adapters; planners only read from it
     from runtime.adapters.base import Observation
-    from runtime.taskspec import TaskSpec
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,44 @@ PutBlob: TypeAlias = Callable[[bytes], str]
 """Stores bytes content-addressed and returns their ``"sha256:<hex>"`` digest."""
 
 PlannerState: TypeAlias = dict[str, JsonValue]
+
+MAX_PLANNER_STATE_BYTES = 64 * 1024
+"""Upper bound of a planner state's canonical JSON, in bytes (it is in every checkpoint)."""
+
+
+@dataclass(frozen=True)
+class PlannerStep:
+    """What :meth:`Planner.propose` returns: the proposal and the planner's state after it.
+
+    A planner that keeps no moving state may return the bare proposal instead; the engine then
+    keeps the committed state unchanged.
+
+    Attributes:
+        proposal: the next :class:`Action`, or :class:`Done`.
+        state: the new planner state (a JSON object, at most :data:`MAX_PLANNER_STATE_BYTES`
+            canonical bytes); committed with the intent, or with the run's end on ``Done``.
+    """
+
+    proposal: Action | Done
+    state: PlannerState
+
+
+@dataclass(frozen=True)
+class PlannerContext:
+    """What a planner plug-in is constructed with, beside its options.
+
+    Attributes:
+        base_dir: the directory the task spec's relative paths resolve against (None for a
+            hand-built spec).
+        target: the environment's target path (where the adapter acts).
+        setup: the spec's ``environment.setup`` (``"none"`` or ``"clone-at-base"``).
+        adapter: the spec's adapter name (``"workspace"``, ``"git"``, a plug-in's name).
+    """
+
+    base_dir: Path | None
+    target: Path
+    setup: str = "none"
+    adapter: str = ""
 
 
 @runtime_checkable
@@ -67,18 +113,24 @@ class Planner(Protocol):
         planner_state: Mapping[str, Any],
         observation: Observation,
         put_blob: PutBlob,
-    ) -> Proposal:
+    ) -> PlannerStep | Proposal:
         """Propose the write at ``cursor`` (0-based index of the next write), or :class:`Done`.
 
         Args:
             cursor: index of the next write; the engine advances it after each committed write.
-            planner_state: the JSON returned by :meth:`init_state`, as stored in the checkpoint.
+            planner_state: the state committed with the last checkpoint (at first, what
+                :meth:`init_state` returned); read-only, return a new one.
             observation: the adapter's latest observation of the environment.
-            put_blob: stores file content; the returned digest goes into the action's params.
+            put_blob: stores bytes content-addressed; the returned digest goes into the action's
+                params or the state.
+
+        Returns:
+            A :class:`PlannerStep` (proposal and new state), or a bare proposal (state unchanged).
 
         Raises:
             PlannerStateError: ``planner_state`` was not made by this planner.
-            PlannerError: the next action cannot be computed.
+            PlannerError: the next action cannot be computed. Any exception freezes the run for
+                review with the exception named; nothing is executed (DESIGN.md section 5.10).
         """
         ...
 
@@ -94,29 +146,23 @@ def check_cursor(cursor: int) -> int:
     return cursor
 
 
-def build_planner(spec: TaskSpec, *, base_dir: Path | None = None) -> Planner:
-    """The planner named by ``spec.planner``.
 
-    Args:
-        spec: a validated task spec.
-        base_dir: directory that relative paths in ``spec`` are resolved against (specs loaded by
-            ``load_task_spec`` already hold absolute paths; this matters for hand-built specs).
+def planner_state_check(state: object) -> PlannerState:
+    """Return ``state`` if it is a JSON object within :data:`MAX_PLANNER_STATE_BYTES`.
 
     Raises:
-        PlannerError: the planner kind is unknown to this code.
+        PlannerStateError: not a JSON object with string keys and JSON values.
+        PlannerStateTooLargeError: its canonical JSON is larger than the bound.
     """
-    from runtime.planners.git_history import GitHistoryPlanner
-    from runtime.planners.scripted import ScriptedPlanner
-    from runtime.taskspec import GitHistoryPlannerSpec, ScriptedPlannerSpec
-
-    planner = spec.planner
-    if isinstance(planner, ScriptedPlannerSpec):
-        return ScriptedPlanner(planner.steps)
-    if isinstance(planner, GitHistoryPlannerSpec):
-        source = Path(planner.source)
-        if not source.is_absolute() and base_dir is not None:
-            source = Path(base_dir) / source
-        return GitHistoryPlanner(
-            source=source, range=planner.range, risk=planner.risk, setup=spec.environment.setup
+    if not isinstance(state, dict):
+        raise PlannerStateError(f"planner state must be a JSON object, got {type(state).__name__}")
+    try:
+        size = len(canonical_json(state))
+    except (CanonicalizationError, TypeError, ValueError) as exc:
+        raise PlannerStateError(f"planner state is not canonical JSON: {str(exc)[:200]}") from None
+    if size > MAX_PLANNER_STATE_BYTES:
+        raise PlannerStateTooLargeError(
+            f"planner state is {size} bytes of canonical JSON, more than {MAX_PLANNER_STATE_BYTES}",
+            size=size, limit=MAX_PLANNER_STATE_BYTES,
         )
-    raise PlannerError(f"unknown planner kind {getattr(planner, 'kind', None)!r}")
+    return state

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from runtime.adapters import open_adapter  # noqa: E402
+from runtime.adapters.factory import open_adapter  # noqa: E402
 from runtime.core.checkpoint import Action  # noqa: E402
 
 

@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
-from runtime.adapters import GitAdapter, WorkspaceAdapter, open_adapter
 from runtime.adapters.base import Adapter
+from runtime.adapters.factory import open_adapter
+from runtime.adapters.git import GitAdapter
+from runtime.adapters.workspace import WorkspaceAdapter
 from runtime.core.checkpoint import Action, Receipt
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

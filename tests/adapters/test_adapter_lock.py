@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters import GitAdapter, WorkspaceAdapter
+from runtime.adapters.git import GitAdapter
+from runtime.adapters.workspace import WorkspaceAdapter
 from runtime.errors import AdapterBusyError
 from tests.adapters.support import Env
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from runtime.adapters import GitAdapter, WorkspaceAdapter
+from runtime.adapters.git import GitAdapter
+from runtime.adapters.workspace import WorkspaceAdapter
 from tests.adapters.support import Env, git
 
 

@@ -21,7 +21,7 @@ from tests.adapters.support import Env, effects_for_key, git, journal_records, r
 
 BEFORE_COMMIT_POINT = {
     "workspace": ["workspace.before_write", "workspace.after_prepare", "workspace.before_rename"],
-    "git": ["git.before_write", "git.before_ref_update"],
+    "git": ["git.before_write", "git.after_objects", "git.before_ref_update"],
 }
 AFTER_COMMIT_POINT = {
     "workspace": ["workspace.after_rename", "workspace.after_write"],

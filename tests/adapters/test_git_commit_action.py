@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.adapters.git_receipts import original_message
 from runtime.core.checkpoint import Action
 from runtime.errors import InvalidActionError
 from tests.adapters.support import Env, commits_with_key, git
@@ -62,22 +63,30 @@ def test_single_file_actions_land_as_ratchet_commits(git_env: Env) -> None:
         "ratchet: write notes/todo.txt|Ratchet|Ratchet"
 
 
-def test_it_refuses_a_message_that_forges_its_own_trailers(git_env: Env) -> None:
-    action = _commit(git_env, message="Innocent\n\nIdempotency-Key: someone-elses-key")
+def test_a_message_that_forges_trailers_is_kept_verbatim_and_never_read_as_a_receipt(
+        git_env: Env) -> None:
+    """Issue 10 changed this: a message is replayed byte for byte, even one ending with another
+    key's trailer (a history that Ratchet itself replayed). Only the last paragraph holds
+    trailers, and that is always Ratchet's own block."""
+    forged = "Innocent\n\nIdempotency-Key: someone-elses-key"
+    receipt = git_env.execute(_commit(git_env, message=forged), "key-1")
 
-    with pytest.raises(InvalidActionError):
-        git_env.execute(action, "key-1")
-
-    assert git_env.adapter.receipts() == []
+    assert git_env.adapter.lookup_receipt("someone-elses-key") is None
+    assert [r.idempotency_key for r in git_env.adapter.receipts()] == ["key-1"]
+    assert commits_with_key(git_env.path, "someone-elses-key") == 0
+    raw = git(git_env.path, "cat-file", "commit", receipt.receipt_id)
+    assert original_message(raw.split("\n\n", 1)[1].encode()) == forged.encode()
 
 
 @pytest.mark.parametrize("overrides", [
     {"author_date": "2026-01-02T03:04:05"},          # no offset
     {"author_date": "next tuesday"},
     {"author_name": "Eve <eve@example.com>"},
-    {"author_email": ""},
-    {"message": "   "},
-    {"changes": []},
+    {"author_email": "eve\n@example.com"},
+    {"message": "NUL \x00 inside"},
+    {"changes": {}},
+    {"encoding": "UTF-16"},
+    {"committer_name": "Only the name"},
 ])
 def test_it_rejects_malformed_commit_params(git_env: Env, overrides) -> None:
     with pytest.raises(InvalidActionError):

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters import GitAdapter, WorkspaceAdapter, open_adapter
 from runtime.adapters.base import Adapter
+from runtime.adapters.factory import open_adapter
+from runtime.adapters.git import GitAdapter
+from runtime.adapters.workspace import WorkspaceAdapter
 from runtime.errors import AdapterError, AdapterTargetError, UnknownAdapterError
 from tests.adapters.support import git, make_repo
 

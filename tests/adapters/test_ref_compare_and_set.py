@@ -7,23 +7,23 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.adapters import GitAdapter
+import runtime.adapters.git as git_adapter
 from runtime.errors import ConcurrentWriteError
 from tests.adapters.support import Env, commits_with_key, git
 
 
 def test_it_commits_nothing_when_head_moves_under_the_write(
         git_env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_commit_tree = GitAdapter._commit_tree
+    real_write_commit = git_adapter.write_commit
 
-    def commit_tree_then_someone_commits(self, *args, **kwargs):
-        sha = real_commit_tree(self, *args, **kwargs)
+    def commit_then_someone_commits(*args, **kwargs):
+        sha = real_write_commit(*args, **kwargs)
         (git_env.path / "hotfix.txt").write_text("urgent\n")
         git(git_env.path, "add", "hotfix.txt")
         git(git_env.path, "commit", "-q", "-m", "Hotfix while Ratchet was writing")
         return sha
 
-    monkeypatch.setattr(GitAdapter, "_commit_tree", commit_tree_then_someone_commits)
+    monkeypatch.setattr(git_adapter, "write_commit", commit_then_someone_commits)
     hotfix_parent = git(git_env.path, "rev-parse", "HEAD").strip()
 
     with pytest.raises(ConcurrentWriteError) as caught:

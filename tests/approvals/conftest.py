@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters import open_adapter
+from runtime.adapters.factory import open_adapter
 from runtime.approvals import approvals_waiting
 from runtime.engine import run_advance, run_start
 from tests.factories import write_scripted_task

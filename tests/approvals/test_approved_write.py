@@ -4,6 +4,7 @@ import pytest
 
 from runtime.approvals import approval_grant
 from runtime.checkpoints import checkpoint_verify
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
 from runtime.errors import ApprovalRefusedError
 from runtime.models import TraceEvent
@@ -23,7 +24,7 @@ def test_it_executes_exactly_once_after_approval(story):
     run_advance(run_id=story.run_id, worker="worker-b")
     assert story.effects_for(item.idempotency_key) == 1
     state = checkpoint_verify(run_id=story.run_id).state
-    [approved] = [w for w in state.executed if w.idempotency_key == item.idempotency_key]
+    [approved] = [w for w in state_ledger(state).executed_writes() if w.idempotency_key == item.idempotency_key]
     assert approved.receipt.approval_digest is not None
     granted = TraceEvent.objects.get(run_id=story.run_id, event_type="approval.granted")
     assert granted.payload["approver"] == "olivia"

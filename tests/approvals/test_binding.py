@@ -4,8 +4,10 @@ from dataclasses import replace
 
 import pytest
 
-from runtime.approvals import approval_grant, approval_problem
+from runtime.approval_checks import approval_problem
+from runtime.approvals import approval_grant
 from runtime.checkpoints import checkpoint_verify
+from runtime.core.ledger import state_ledger
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,6 +30,6 @@ def test_it_refuses_a_reused_approval_nonce(story):
     item = story.waiting()
     approval_grant(run_id=story.run_id, approver="olivia", environment_fingerprint=item.environment_fingerprint)
     state = checkpoint_verify(run_id=story.run_id).state
-    state.consumed_nonces.append(state.pending.approval.nonce)
+    state_ledger(state).consume_nonce(state.pending.approval.nonce)
     assert approval_problem(pending=state.pending, state=state, observation=story.adapter().observe()) \
         == "approval nonce already used"

@@ -7,6 +7,7 @@ import pytest
 from runtime.approvals import approval_grant
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import Action
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
 from runtime.models import TraceEvent
 from tests.helpers.procs import KILLED, child_env, run_manage
@@ -30,7 +31,7 @@ def test_it_only_reconciles_a_write_that_committed_before_the_crash(story):
     assert TraceEvent.objects.filter(run_id=story.run_id, event_type="write.reconciled").count() == 1
     state = checkpoint_verify(run_id=story.run_id).state
     assert state.pending is None
-    assert state.executed[-1].reconciled is True
+    assert state_ledger(state).executed_writes()[-1].reconciled is True
 
 
 def test_it_sends_a_receipt_without_approval_binding_to_review(story):

@@ -8,6 +8,7 @@ from runtime.adapters.workspace import WorkspaceAdapter
 from runtime.approvals import approval_grant, approval_refresh
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import StopReason
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
 from runtime.errors import ApprovalRefusedError
 from runtime.models import TraceEvent
@@ -64,4 +65,4 @@ def test_it_executes_a_refreshed_approval_exactly_once(story):
     assert report.phase == "completed"
     assert story.effects_for(item.idempotency_key) == 1
     state = checkpoint_verify(run_id=story.run_id).state
-    assert state.executed[-1].receipt.approval_digest is not None
+    assert state_ledger(state).executed_writes()[-1].receipt.approval_digest is not None

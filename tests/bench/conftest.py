@@ -26,12 +26,16 @@ class BenchRun:
 
     result: ChildResult
     report: dict[str, Any]
+    markdown: str
 
 
 @pytest.fixture(scope="session")
 def quick_bench(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
-    out = tmp_path_factory.mktemp("bench") / "report.json"
+    directory = tmp_path_factory.mktemp("bench")
+    out, markdown = directory / "report.json", directory / "report.md"
     result = run_manage("bench", "--quick", "--repeat", "1", "--commits", str(COMMITS),
-                        "--json", str(out), env=child_env(), timeout=600)
+                        "--json", str(out), "--markdown", str(markdown), env=child_env(),
+                        timeout=600)
     assert result.returncode == 0, f"bench failed:\n{result.stdout}\n{result.stderr}"
-    return BenchRun(result=result, report=json.loads(Path(out).read_text(encoding="utf-8")))
+    return BenchRun(result=result, report=json.loads(Path(out).read_text(encoding="utf-8")),
+                    markdown=markdown.read_text(encoding="utf-8"))

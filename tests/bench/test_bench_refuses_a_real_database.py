@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from runtime.benchmarks import scratch_database_name
+from runtime.bench.scratch import scratch_database_name
 from runtime.errors import BenchmarkScratchError
 from runtime.models import Run
 from tests.helpers.procs import child_env, run_manage

@@ -7,29 +7,43 @@ printed with the table. Structure only: no timing is compared to anything.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 from django.db import connection
 
-from runtime.benchmarks import BenchSizes
+from runtime.bench.sizes import BenchSizes
 from runtime.errors import BenchmarkError
 from tests.bench.conftest import COMMITS, BenchRun
 
+LEVELS = (0, 30)
 LATENCIES = {
-    "checkpoint_commit_ms", "checkpoint_seal_ms", "checkpoint_restore_ms", "recovery_ms",
-    "recovery_restore_ms", "trace_verify_ms_per_1000_events",
+    "floor_insert_commit_ms", "recovery_ms", "recovery_restore_ms",
+    "trace_verify_ms_per_1000_events",
+    *(f"checkpoint_{what}_ms_at_{n}" for what in ("commit", "seal", "restore") for n in LEVELS),
 }
 RATES = {
     "replay_writes_per_second": "writes/s", "replay_ms_per_write": "ms",
     "git_ms_per_commit": "ms", "replay_peak_rss_mib": "MiB", "idle_peak_rss_mib": "MiB",
     "attachment_put_mib_per_s": "MiB/s", "attachment_get_mib_per_s": "MiB/s",
+    "orphans_worker_ready_s": "s", "orphans_first_released_s": "s", "orphans_all_released_s": "s",
+    "orphans_all_completed_s": "s", "orphans_celery_ms_per_run": "ms",
+    "orphans_resume_all_s": "s", "orphans_resume_all_ms_per_run": "ms",
+    "long_run_rss_first_mib": "MiB", "long_run_rss_last_mib": "MiB",
+    "long_run_rss_growth_pct": "%", "long_run_ms_per_step": "ms",
 }
+SIGNED = {"long_run_rss_growth_pct"}
+"""Metrics that may be zero or negative (memory can shrink)."""
+
+COUNTS = {"per_engine_step", "per_write_action",
+          *(f"per_checkpoint_{what}_at_{n}" for what in ("advance", "restore") for n in LEVELS)}
 
 
 def test_it_reports_every_metric_with_a_positive_median(quick_bench: BenchRun) -> None:
     metrics = quick_bench.report["metrics"]
     assert set(metrics) == LATENCIES | set(RATES)
     for name, metric in metrics.items():
-        assert metric["median"] > 0, name
+        assert name in SIGNED or metric["median"] > 0, name
         assert metric["samples"] >= 1, name
         assert metric["label"], name
     for name in LATENCIES:
@@ -40,27 +54,63 @@ def test_it_reports_every_metric_with_a_positive_median(quick_bench: BenchRun) -
         assert metrics[name]["p95"] is None, name
 
 
+def test_it_divides_checkpoint_latencies_by_the_floor_of_the_same_run(quick_bench: BenchRun) -> None:
+    metrics = quick_bench.report["metrics"]
+    floor = metrics["floor_insert_commit_ms"]["median"]
+    for n in LEVELS:
+        commit = metrics[f"checkpoint_commit_ms_at_{n}"]
+        assert commit["vs_floor"] == pytest.approx(commit["median"] / floor)
+    assert metrics["floor_insert_commit_ms"]["vs_floor"] is None
+
+
+def test_it_counts_statements_round_trips_and_durable_transactions(quick_bench: BenchRun) -> None:
+    counts = quick_bench.report["counts"]
+    assert set(counts) == COUNTS
+    for name, count in counts.items():
+        assert count["units"] >= 1, name
+        assert count["round_trips"] >= count["statements"] >= 1, name
+    for n in LEVELS:
+        assert counts[f"per_checkpoint_advance_at_{n}"]["durable_transactions"] >= 1
+        assert counts[f"per_checkpoint_restore_at_{n}"]["durable_transactions"] == 0
+    assert (counts["per_write_action"]["durable_transactions"]
+            >= counts["per_engine_step"]["durable_transactions"] >= 1)
+
+
 def test_it_takes_the_samples_its_sizes_promise(quick_bench: BenchRun) -> None:
     sizes = BenchSizes.choose(quick=True, repeat=1, commits=COMMITS)
     report = quick_bench.report
-    assert report["sizes"] == {"commits": COMMITS, "repeat": 1, "samples": sizes.samples,
-                               "executed_writes": 30, "trace_events": sizes.trace_events,
-                               "attachments": sizes.attachments}
+    assert report["sizes"] == asdict(sizes)
     metrics = report["metrics"]
-    for name in ("checkpoint_commit_ms", "checkpoint_seal_ms", "checkpoint_restore_ms"):
-        assert metrics[name]["samples"] == sizes.samples
+    for n in LEVELS:
+        for what in ("commit", "seal", "restore"):
+            assert metrics[f"checkpoint_{what}_ms_at_{n}"]["samples"] == sizes.samples_at(n)
+    assert metrics["floor_insert_commit_ms"]["samples"] == sizes.samples
     assert metrics["recovery_ms"]["samples"] == 1
     assert metrics["trace_verify_ms_per_1000_events"]["samples"] == 3
+    assert report["facts"]["orphans"] == sizes.orphans
+    assert report["facts"]["long_run_steps"] == sizes.long_run_steps
 
 
 def test_it_reports_what_exactly_once_costs_as_ratios(quick_bench: BenchRun) -> None:
     ratios = quick_bench.report["ratios"]
-    assert set(ratios) == {"seal_share_of_commit", "replay_vs_plain_git"}
-    assert 0 < ratios["seal_share_of_commit"]["value"]
-    assert ratios["replay_vs_plain_git"]["value"] > 0
+    assert set(ratios) == {"seal_share_of_commit_at_0", "seal_share_of_commit_at_30",
+                           "checkpoint_commit_growth", "checkpoint_restore_growth",
+                           "replay_vs_plain_git"}
+    assert all(ratio["value"] > 0 for ratio in ratios.values())
     facts = quick_bench.report["facts"]
-    assert facts["checkpoint_envelope_bytes"] > 0
+    assert facts["checkpoint_envelope_bytes_at_0"] > 0
     assert facts["trace_events_per_replay_run"] > 0
+
+
+def test_it_judges_every_target_of_the_issue(quick_bench: BenchRun) -> None:
+    targets = quick_bench.report["targets"]
+    assert set(targets) == {"commit_vs_floor_at_0", "commit_vs_floor_at_30",
+                            "checkpoint_commit_flat", "checkpoint_restore_flat",
+                            "durable_per_advance", "durable_per_write", "replay_vs_git",
+                            "orphans_completed", "worker_memory_growth"}
+    for target in targets.values():
+        assert isinstance(target["met"], bool) and target["goal"]
+        assert target["label"] in quick_bench.result.stdout
 
 
 def test_it_prints_the_machine_with_a_table_of_medians(quick_bench: BenchRun) -> None:
@@ -77,9 +127,16 @@ def test_it_prints_the_machine_with_a_table_of_medians(quick_bench: BenchRun) ->
         assert metric["label"] in out
     for ratio in quick_bench.report["ratios"].values():
         assert ratio["label"] in out
+    assert out.startswith("# Ratchet benchmarks") and "| metric | median | p95 |" in out
+    assert quick_bench.markdown == out.rstrip("\n") + "\n"
 
 
 @pytest.mark.parametrize("size", ["repeat", "commits"])
 def test_it_refuses_sizes_below_one(size: str) -> None:
     with pytest.raises(BenchmarkError):
         BenchSizes.choose(quick=True, **{size: 0})
+
+
+def test_it_refuses_a_section_it_does_not_have() -> None:
+    with pytest.raises(BenchmarkError, match="unknown bench section"):
+        BenchSizes.choose(quick=True, sections=["checkpoints", "warp-drive"])

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.demo import Scenario, task_write
+from runtime.demo.scenarios import Scenario, task_write
 from tests.helpers.procs import ROOT
 from tests.planners.gitrepo import git
 
@@ -118,11 +118,11 @@ def receipt_conflict_run(directory: Path, source: Path, revs: dict[int, str]) ->
     """A two-commit replay frozen in needs_review: before its first commit ran, another caller
     used the pending key for a different commit (same files, another message -- the demo's
     conflict). Returns ``(run_id, the conflicted key)``."""
-    from runtime.adapters import open_adapter
+    from runtime.adapters.factory import open_adapter
     from runtime.attachments import attachment_get
     from runtime.checkpoints import checkpoint_verify
     from runtime.core.checkpoint import Action
-    from runtime.demo import conflicting_commit
+    from runtime.demo.scenarios import conflicting_commit
     from runtime.engine import run_advance, run_start
     from runtime.models import Run
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters import open_adapter
+from runtime.adapters.factory import open_adapter
 from runtime.attachments import attachment_get, attachment_put
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import Action

@@ -3,6 +3,7 @@
 import pytest
 
 from runtime.checkpoints import checkpoint_verify
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
 from runtime.models import ReviewCase
 from runtime.reviews import case_decide
@@ -28,6 +29,6 @@ def test_it_survives_a_sigkill_mid_apply(conflict, tmp_path, decision, final, po
     report = run_advance(run_id=conflict.run_id, worker="worker-b", wait_seconds=5)
     assert report.phase == final
     state = checkpoint_verify(run_id=conflict.run_id).state
-    assert state.consumed_nonces.count(signed.nonce) == 1
+    assert state_ledger(state).nonce_consumed(signed.nonce)  # once: (run, kind, key) is unique
     if decision == "replan":
         assert conflict.effects_for(conflict.key) == 1  # the rogue write only; the key never reused

@@ -4,6 +4,7 @@ import pytest
 
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import ReviewCaseStatus
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
 from runtime.errors import UnknownKeyError
 from runtime.models import IdempotencyRecord, ReviewCase, TraceEvent
@@ -19,8 +20,8 @@ def test_it_completes_a_replanned_run_with_a_new_key_and_the_old_key_quarantined
     report = run_advance(run_id=conflict.run_id, worker="worker-b")
     assert report.phase == "completed"
     state = checkpoint_verify(run_id=conflict.run_id).state
-    assert conflict.key in state.quarantined_keys
-    assert conflict.key not in [w.idempotency_key for w in state.executed]
+    assert state_ledger(state).key_quarantined(conflict.key)
+    assert state_ledger(state).executed(conflict.key) is None
     assert state.replan_epoch == 1
     assert (conflict.workspace / "a.txt").read_text() == "A\n"
     assert IdempotencyRecord.objects.get(idempotency_key=conflict.key).quarantined

@@ -16,9 +16,9 @@ import pytest
 from celery import Celery
 from django.db import transaction
 
+from runtime.dispatch import run_enqueue
 from runtime.engine import run_start
 from runtime.models import Run
-from runtime.tasks import run_enqueue
 from tests.celery.support import Worker, key_effects, wait_for_phase
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,6 +9,7 @@ runs, a run whose restore failed closed, and a run that keeps dying at the same 
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -19,7 +20,7 @@ from django.db.models.functions import Now
 
 from runtime.checkpoints import run_create
 from runtime.models import Run
-from runtime.sweeper import RecoveryCandidate, runs_needing_recovery
+from runtime.sweeper import RecoveryCandidate, lease_expiry_next, runs_needing_recovery
 from runtime.tasks import advance_run, sweep_expired_leases
 from runtime.trace import trace_append
 from tests.factories import make_state
@@ -153,3 +154,53 @@ def test_the_sweep_task_enqueues_each_candidate_on_commit_with_its_generation(
 
     assert {cb.func for cb in callbacks} == {advance_run.apply_async}
     assert sorted(cb.keywords["args"] for cb in callbacks) == sorted([(crashed, 1), (forgotten, 1)])
+
+
+def test_it_says_when_the_next_live_lease_expires_by_the_database_clock() -> None:
+    a_run(owner="celery@slow:1", lease_in=+40)
+    a_run(owner="celery@dead:1", lease_in=-5)  # already expired: a candidate now, not later
+    a_run(phase="awaiting_approval", owner="celery@x:1", lease_in=+1)
+    soon = a_run(owner="celery@busy:1", lease_in=+4)
+
+    wait = lease_expiry_next(within_seconds=30)
+
+    assert wait is not None and 2.0 < wait <= 4.0
+    Run.objects.filter(run_id=soon).update(lease_expires_at=db_time(+35))
+    assert lease_expiry_next(within_seconds=30) is None
+    with pytest.raises(ValueError):
+        lease_expiry_next(within_seconds=0)
+
+
+def test_it_sweeps_again_just_after_the_next_lease_expires(
+    settings, django_capture_on_commit_callbacks
+) -> None:
+    """DESIGN.md section 5.7: a dead worker's runs are found as their leases expire, not a beat
+    period later; the follow-up carries its chain's deadline (the next periodic sweep)."""
+    settings.RATCHET_SWEEP_SECONDS = 30
+    a_run(owner="celery@dying:1", lease_in=+3)
+
+    before = time.time()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert sweep_expired_leases() == 0
+
+    assert [cb.func for cb in callbacks] == [sweep_expired_leases.apply_async]
+    follow_up = callbacks[0].keywords
+    assert 2.0 < follow_up["countdown"] <= 3.5
+    assert before + 29 <= follow_up["kwargs"]["until"] <= time.time() + 30
+
+
+def test_it_leaves_a_later_expiry_to_the_next_periodic_sweep(
+    settings, django_capture_on_commit_callbacks
+) -> None:
+    settings.RATCHET_SWEEP_SECONDS = 30
+    a_run(owner="celery@slow:1", lease_in=+45)
+    a_run(owner="celery@dying:1", lease_in=+3)
+
+    with django_capture_on_commit_callbacks(execute=False) as beyond_period:
+        sweep_expired_leases(until=time.time() + 1.0)  # a follow-up whose chain ends sooner
+
+    assert beyond_period == []
+    Run.objects.filter(owner_worker="celery@dying:1").update(lease_expires_at=db_time(+50))
+    with django_capture_on_commit_callbacks(execute=False) as only_slow:
+        sweep_expired_leases()
+    assert only_slow == []

@@ -18,8 +18,9 @@ from django.conf import settings
 
 import runtime.settings as settings_module
 from runtime.celery import app
+from runtime.dispatch import run_enqueue
 from runtime.errors import RatchetError
-from runtime.tasks import CONNECTION_ERRORS, advance_run, run_enqueue, sweep_expired_leases
+from runtime.tasks import CONNECTION_ERRORS, advance_run, sweep_expired_leases
 from tests.helpers.procs import ROOT, child_env
 
 

@@ -18,9 +18,9 @@ from runtime.core.checkpoint import (
     ReviewCaseStatus,
     RunState,
     StopReason,
-    check_invariants,
-    validate_state,
 )
+from runtime.core.invariants import check_invariants, validate_state
+from runtime.core.ledger import ledger_pending_check, state_ledger
 from runtime.errors import CheckpointInvariantError
 from tests.core import builders as b
 from tests.factories import make_state
@@ -93,42 +93,48 @@ def test_it_refuses_a_pending_digest_that_does_not_match_its_action():
     _refused(state, "does not match the pending action")
 
 
+def _refused_by_ledger(state: RunState, words: str, action) -> None:
+    # Executed writes, nonces and quarantined keys live in the receipts ledger (DESIGN.md
+    # section 3.1): its view refuses a bad entry when it is recorded, before any commit.
+    with pytest.raises(CheckpointInvariantError) as caught:
+        action(state_ledger(state))
+    assert words in str(caught.value)
+    assert caught.value.context["run_id"] == state.identity.run_id
+
+
 def test_it_refuses_to_reuse_an_executed_or_quarantined_key():
     state = _pending_state()
-    state.executed.append(b.executed_for("ik-1"))
-    _refused(state, "reuses the key of an executed write")
+    state_ledger(state).record_executed(b.executed_for("ik-1"))
+    with pytest.raises(CheckpointInvariantError, match="reuses the key of an executed write"):
+        ledger_pending_check(state)
 
     state = _pending_state()
-    state.quarantined_keys.append("ik-1")
-    _refused(state, "quarantined")
+    state_ledger(state).quarantine_key("ik-1")
+    with pytest.raises(CheckpointInvariantError, match="quarantined"):
+        ledger_pending_check(state)
 
 
 def test_it_refuses_the_same_key_twice_among_executed_writes():
     state = make_state()
-    state.executed.extend([b.executed_for("ik-1"), b.executed_for("ik-1", cursor=1)])
-    _refused(state, "appears twice")
+    state_ledger(state).record_executed(b.executed_for("ik-1"))
+    _refused_by_ledger(state, "already executed",
+                       lambda ledger: ledger.record_executed(b.executed_for("ik-1", cursor=1)))
 
 
 def test_it_refuses_a_receipt_that_is_not_the_writes_own():
-    state = make_state()
     write = b.executed_for("ik-1")
     write.receipt = b.receipt_for("ik-other", write.intent_digest)
     write.receipt_fingerprint = write.receipt.fingerprint()
-    state.executed.append(write)
-    _refused(state, "carries another key")
+    _refused_by_ledger(make_state(), "carries another key", lambda ledger: ledger.record_executed(write))
 
-    state = make_state()
-    write = b.executed_for("ik-1")
-    write.receipt = b.receipt_for("ik-1", digest(DigestKind.INTENT, {"x": 1}))
-    write.receipt_fingerprint = write.receipt.fingerprint()
-    state.executed.append(write)
-    _refused(state, "for another intent")
+    other = b.executed_for("ik-1")
+    other.receipt = b.receipt_for("ik-1", digest(DigestKind.INTENT, {"x": 1}))
+    other.receipt_fingerprint = other.receipt.fingerprint()
+    _refused_by_ledger(make_state(), "for another intent", lambda ledger: ledger.record_executed(other))
 
-    state = make_state()
-    write = b.executed_for("ik-1")
-    write.receipt_fingerprint = digest(DigestKind.RECEIPT, {"forged": True})
-    state.executed.append(write)
-    _refused(state, "fingerprint")
+    forged = b.executed_for("ik-1")
+    forged.receipt_fingerprint = digest(DigestKind.RECEIPT, {"forged": True})
+    _refused_by_ledger(make_state(), "fingerprint", lambda ledger: ledger.record_executed(forged))
 
 
 def test_it_binds_the_pending_pre_state_to_the_runs_environment_instance():
@@ -246,8 +252,9 @@ def test_it_refuses_duplicate_case_ids_and_consumed_nonces():
     state.stop_reason = StopReason.RECEIPT_CONFLICT
     _refused(state, "review case id appears twice")
 
-    state = make_state(consumed_nonces=["n1", "n2", "n1"])
-    _refused(state, "nonce appears twice")
+    state = make_state()
+    state_ledger(state).consume_nonce("n1")
+    _refused_by_ledger(state, "nonce appears twice", lambda ledger: ledger.consume_nonce("n1"))
 
 
 def test_it_keeps_usage_within_limits_unless_the_run_ended_on_its_budget():

@@ -16,15 +16,9 @@ import pytest
 from pydantic import ValidationError
 
 from runtime.core.canonical import canonical_json
-from runtime.core.checkpoint import (
-    SCHEMA_VERSION,
-    CheckpointEnvelope,
-    Phase,
-    RunState,
-    open_envelope,
-    seal,
-    validate_state,
-)
+from runtime.core.checkpoint import SCHEMA_VERSION, Phase, RunState
+from runtime.core.envelope import CheckpointEnvelope, open_envelope, seal
+from runtime.core.invariants import validate_state
 from runtime.core.signing import Keyring
 from runtime.errors import (
     CanonicalizationError,
@@ -79,9 +73,9 @@ def test_it_rejects_a_checkpoint_that_holds_only_model_messages():
         ("scope", "policy_version"),
         ("scope", "permissions"),
         ("scope", "preconditions"),
-        ("executed",),
+        ("ledger",),
+        ("ledger", "head"),
         ("verifier_results",),
-        ("consumed_nonces",),
         ("review_cases",),
         ("environment", "state_fingerprint"),
         ("versions", "inputs"),
@@ -168,7 +162,7 @@ def test_it_refuses_an_in_place_edit_of_the_wrong_type_before_signing(monkeypatc
     signed: list[bytes] = []
     monkeypatch.setattr(Keyring, "sign", lambda self, message: signed.append(message))
     state = make_state()
-    state.executed.append("wrote the file")  # type: ignore[arg-type]
+    state.verifier_results.append("it passed")  # type: ignore[arg-type]
     with pytest.raises(CheckpointSchemaError):
         seal(state, generation=1, keyring=make_keyring())
     assert signed == []

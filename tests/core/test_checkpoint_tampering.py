@@ -13,8 +13,9 @@ import random
 
 import pytest
 
-from runtime.core.canonical import canonical_json, digest_bytes
-from runtime.core.checkpoint import Phase, envelope_digest, open_envelope, seal
+from runtime.core.canonical import DigestKind, canonical_json, digest, digest_bytes
+from runtime.core.checkpoint import LedgerHead, Phase
+from runtime.core.envelope import envelope_digest, open_envelope, seal
 from runtime.core.signing import Keyring, SecretKey, TrustRoot
 from runtime.errors import (
     BadSignatureError,
@@ -40,7 +41,7 @@ def sealed(keyring: Keyring) -> bytes:
     state = make_state(run_id="run-tamper")
     state.pending = b.pending_for(state)
     state.phase = Phase.PENDING
-    state.executed.append(b.executed_for("ik-0"))
+    state.ledger = LedgerHead(length=1, head=digest(DigestKind.LEDGER, {"entry": "ik-0"}))
     raw, _ = seal(state, generation=4, keyring=keyring)
     return raw
 
@@ -67,7 +68,7 @@ def test_it_detects_random_corruption_anywhere_in_the_bytes(sealed, keyring):
 
 def test_it_rejects_an_edited_payload_even_with_its_plain_sha256_recomputed(sealed, keyring):
     body = json.loads(sealed)
-    body["payload"]["executed"] = []  # "the write never happened": would run it twice
+    body["payload"]["ledger"] = {"length": 0, "head": None}  # "the write never happened"
     edited = canonical_json(body)
     recomputed = digest_bytes(edited)  # what a plain-hash scheme would store next to it
     assert recomputed == envelope_digest(edited) != envelope_digest(sealed)

@@ -21,7 +21,10 @@ CHILD = r"""
 import json, sys
 from datetime import datetime
 from runtime.core.canonical import DigestKind, digest, canonical_json
-from runtime.core.checkpoint import Phase, StopReason, seal, open_envelope, validate_state
+from runtime.core.checkpoint import Phase, StopReason
+from runtime.core.envelope import seal, open_envelope
+from runtime.core.invariants import validate_state
+from runtime.core.ledger import state_ledger
 from runtime.core.signing import Keyring, SecretKey, Signature
 from runtime.core.statemachine import Event, transition
 from runtime.errors import RatchetError
@@ -41,8 +44,8 @@ def completed_without_verifier():
     validate_state(make_state(phase=Phase.COMPLETED, stop_reason=StopReason.VERIFIED))
 
 def duplicate_executed_key():
-    s = make_state(); s.executed.extend([b.executed_for("k"), b.executed_for("k", cursor=1)])
-    validate_state(s)
+    s = make_state(); ledger = state_ledger(s)
+    ledger.record_executed(b.executed_for("k")); ledger.record_executed(b.executed_for("k", cursor=1))
 
 def conflict_without_pending():
     s = make_state(); p = b.pending_for(s)
@@ -99,7 +102,7 @@ EXPECTED = {
     "running_with_pending": "CheckpointInvariantError",
     "over_budget": "CheckpointInvariantError",
     "completed_without_verifier": "CheckpointInvariantError",
-    "duplicate_executed_key": "CheckpointInvariantError",
+    "duplicate_executed_key": "LedgerEntryError",
     "conflict_without_pending": "CheckpointInvariantError",
     "unserialisable_value": "CanonicalizationError",
     "generation_zero": "CheckpointSchemaError",

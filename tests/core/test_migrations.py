@@ -15,7 +15,9 @@ import pytest
 
 from runtime.core import migrators
 from runtime.core.canonical import canonical_json
-from runtime.core.checkpoint import SCHEMA_VERSION, Phase, open_envelope
+from runtime.core.checkpoint import SCHEMA_VERSION, ExecutedWrite, LedgerHead, Phase
+from runtime.core.envelope import open_envelope
+from runtime.core.ledger import LedgerKind
 from runtime.core.migrators import MIGRATORS, migrate_envelope, v1_to_v2
 from runtime.errors import BadSignatureError, CheckpointMigrationError
 from tests.core.v1_checkpoints import (
@@ -46,23 +48,27 @@ def migrations_seen(monkeypatch) -> list[int]:
     return seen
 
 
-def test_it_opens_the_committed_v1_fixture_as_a_v2_checkpoint(v1_bytes, migrations_seen):
+def test_it_opens_the_committed_v1_fixture_as_a_current_checkpoint(v1_bytes, migrations_seen):
     envelope = open_envelope(v1_bytes, keyring=fixture_keyring())
 
     assert migrations_seen == [1]
-    assert envelope.schema_version == SCHEMA_VERSION == 2
+    assert envelope.schema_version == SCHEMA_VERSION == 3
     assert (envelope.run_id, envelope.generation) == ("run-v1-fixture", 3)
     assert envelope.key_id == "TEST-ONLY-v1-fixture-key"
     state = envelope.payload
     assert state.limits.cost_micros == 250_000  # 0.25 USD
     assert state.usage.cost_micros == 100_000  # 0.1 USD, exactly, not 100000.00000000001
     assert state.replan_epoch == 0
-    assert state.quarantined_keys == []
+    # v2 -> v3: the growing lists left the payload; they are staged for the ledger (section 3.1)
+    assert state.ledger == LedgerHead()
+    carried = envelope.carried_ledger
+    assert [(kind, key) for kind, key, _ in carried] == [
+        (LedgerKind.EXECUTED_WRITE, "ik-run-v1-fixture-0")]
+    executed = ExecutedWrite.model_validate_json(carried[0][2])
     assert state.phase is Phase.PENDING
     assert state.pending is not None and state.pending.replan_epoch == 0
     assert state.pending.idempotency_key == "ik-run-v1-fixture-1"
-    assert [w.idempotency_key for w in state.executed] == ["ik-run-v1-fixture-0"]
-    assert state.executed[0].receipt.fingerprint() == state.executed[0].receipt_fingerprint
+    assert executed.receipt.fingerprint() == executed.receipt_fingerprint
     assert state.scope.permissions == ["workspace:write"]
 
 
@@ -161,7 +167,8 @@ def test_it_does_not_modify_the_body_it_migrates():
     before = json.dumps(body, sort_keys=True)
     migrated = migrate_envelope(body)
     assert json.dumps(body, sort_keys=True) == before
-    assert migrated["schema_version"] == 2 and "cost_usd" not in migrated["payload"]["usage"]
+    assert migrated["schema_version"] == 3 and "cost_usd" not in migrated["payload"]["usage"]
+    assert "executed" not in migrated["payload"] and migrated["carried_ledger"]["executed"]
 
 
 def test_it_refuses_to_register_two_migrators_from_one_version(monkeypatch):

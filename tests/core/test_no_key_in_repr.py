@@ -15,7 +15,7 @@ import traceback
 
 import pytest
 
-from runtime.core.checkpoint import open_envelope, seal
+from runtime.core.envelope import open_envelope, seal
 from runtime.core.signing import Keyring, SecretKey, Signature, TrustRoot, parse_keyring_spec
 from runtime.errors import RatchetError
 from tests.factories import make_state

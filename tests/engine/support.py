@@ -14,13 +14,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from runtime.adapters import open_adapter
 from runtime.adapters.base import Adapter
-from runtime.checkpoints import Restored, checkpoint_restore
+from runtime.adapters.factory import open_adapter
+from runtime.checkpoint_checks import Restored
+from runtime.checkpoints import checkpoint_restore
 from runtime.core.checkpoint import Action, VersionSet
-from runtime.engine import _InitialObservation
 from runtime.models import Run, TraceEvent
 from runtime.planners.git_history import GitHistoryPlanner
+from runtime.session import _InitialObservation
 from runtime.taskspec import TaskSpec, scenario_fingerprint
 from tests.planners.gitrepo import BlobStore, git, observation
 

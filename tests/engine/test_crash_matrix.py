@@ -37,7 +37,11 @@ from django.core.management import call_command
 import runtime.adapters.git
 import runtime.adapters.workspace
 import runtime.checkpoints
-import runtime.engine
+import runtime.commit_transaction
+import runtime.engine.complete
+import runtime.engine.execute
+import runtime.engine.propose
+import runtime.engine.settle
 from runtime.checkpoints import checkpoint_hwm
 from runtime.core.crashpoints import CRASH_POINTS
 from runtime.core.idempotency import derive_key
@@ -69,6 +73,7 @@ GIT_RUN_HITS = {
     "engine.after_step_commit": SOURCE_COMMITS,
     "engine.before_verify": 1,
     "git.before_write": SOURCE_COMMITS,
+    "git.after_objects": SOURCE_COMMITS,
     "git.before_ref_update": SOURCE_COMMITS,
     "git.after_ref_update": SOURCE_COMMITS,
     "git.after_write": SOURCE_COMMITS,
@@ -76,6 +81,10 @@ GIT_RUN_HITS = {
     "checkpoint.after_append": 2 * SOURCE_COMMITS + 2,
     "checkpoint.before_hwm_cas": 2 * SOURCE_COMMITS + 2,
     "checkpoint.after_hwm_cas": 2 * SOURCE_COMMITS + 2,
+    # The receipts ledger (DESIGN.md section 3.1): between its rows and the checkpoint row, and
+    # right after the one transaction committed.
+    "checkpoint.after_ledger_rows": 2 * SOURCE_COMMITS + 2,
+    "checkpoint.after_commit": 2 * SOURCE_COMMITS + 2,
 }
 """How often an uninterrupted run of the replay task hits each point (checked below)."""
 
@@ -188,7 +197,8 @@ def test_it_matches_an_uninterrupted_run(replay_task: Path, source: Path) -> Non
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("point", sorted(p for p in GIT_RUN_HITS if p.startswith("checkpoint.")))
+@pytest.mark.parametrize("point", sorted(p for p in GIT_RUN_HITS if p.startswith("checkpoint.")
+                                         and p != "checkpoint.after_commit"))  # past the commit point
 def test_it_fails_closed_when_killed_while_creating_the_run(
     replay_task: Path, source: Path, point: str
 ) -> None:
@@ -211,7 +221,9 @@ def test_it_fails_closed_when_killed_while_creating_the_run(
 
 def _count_hits(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     hits: Counter[str] = Counter()
-    for module in (runtime.engine, runtime.checkpoints, runtime.adapters.git,
+    for module in (runtime.engine.propose, runtime.engine.execute, runtime.engine.settle,
+                   runtime.engine.complete, runtime.checkpoints, runtime.commit_transaction,
+                   runtime.adapters.git,
                    runtime.adapters.workspace):
         original = module.crash_point
 

@@ -1,4 +1,4 @@
-"""Story: the same request is delivered twice; the environment sees one effect (DESIGN.md 5).
+"""Story: the same request is delivered twice; the environment sees one effect (DESIGN.md section 5.6).
 
 A worker checkpoints the intent of a write and stops (phase pending). The same write -- same
 idempotency key, same intent -- then reaches the adapter a second time, the way a retried RPC
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from runtime.attachments import attachment_get
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start
 from runtime.models import Run
 from tests.engine.support import (
@@ -66,5 +67,5 @@ def test_it_reconciles_a_duplicate_delivery_without_a_second_effect(replay_task:
     executed = [e["idempotency_key"] for e in trace_events(run_id, "write.executed")]
     assert pending.idempotency_key not in executed and len(executed) == SOURCE_COMMITS - 1
     state = restore(run_id).state
-    assert [w.reconciled for w in state.executed] == [True] + [False] * (SOURCE_COMMITS - 1)
+    assert [w.reconciled for w in state_ledger(state).executed_writes()] == [True] + [False] * (SOURCE_COMMITS - 1)
     assert trace_events(run_id, "audit.effects")[-1]["duplicates"] == 0

@@ -1,4 +1,4 @@
-"""Story: the environment changed behind the run's back; resume fails closed (DESIGN.md 5).
+"""Story: the environment changed behind the run's back; resume fails closed (DESIGN.md section 5.4).
 
 On resume the environment must be the same instance, in the checkpointed state or the one state
 the single pending write produces. Each drift below is made for real, out of band, between two

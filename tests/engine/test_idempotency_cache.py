@@ -1,4 +1,4 @@
-"""Story: the idempotency cache answers by (key, intent) and never rebinds a key (DESIGN.md 5).
+"""Story: the idempotency cache answers by (key, intent) and never rebinds a key (DESIGN.md section 5.2).
 
 ``runtime.receipts`` is the runtime's rebuildable copy of adapter receipts. The same key with
 the same intent and receipt returns the original receipt (one row, nothing new); the same key

@@ -1,4 +1,4 @@
-"""Story: an operator cancels a run; the pending write is settled by key first (DESIGN.md 6, 8).
+"""Story: an operator cancels a run; the pending write is settled by key first (DESIGN.md sections 6 and 8).
 
 ``run_request_cancel`` only sets a flag; the worker driving the run acts on it at its next
 step. A pending write is never abandoned blindly: the engine asks the adapter for the key's
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from runtime.attachments import attachment_get
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_request_cancel, run_start
 from runtime.models import Run
 from tests.engine.support import (
@@ -62,7 +63,7 @@ def test_it_reconciles_a_pending_write_that_landed_before_cancelling(workspace_t
     assert (report.phase, report.stop_reason) == ("cancelled", "cancelled")
     assert journal_effects(run_target(run_id)) == {pending.idempotency_key: 1}
     state = restore(run_id).state
-    assert [w.receipt for w in state.executed] == [receipt] and state.pending is None
+    assert [w.receipt for w in state_ledger(state).executed_writes()] == [receipt] and state.pending is None
     types = trace_types(run_id)
     assert types.index("write.reconciled") < types.index("run.cancelled")
     assert "intent.proposed" not in types[types.index("run.cancel_requested"):]

@@ -1,4 +1,4 @@
-"""Story: recovery-stats tells operators whether recoveries really recovered (DESIGN.md 8).
+"""Story: recovery-stats tells operators whether recoveries really recovered (DESIGN.md section 8).
 
 Recovery success rate drives rollouts: crossing its threshold stops new runs. A resume after a
 crash that restores the checkpoint but then has to freeze the run for a human -- the cached

@@ -1,4 +1,4 @@
-"""Story: five recorded runs replay to the same result on the current versions (DESIGN.md 8).
+"""Story: five recorded runs replay to the same result on the current versions (DESIGN.md section 8).
 
 ``tests/fixtures/regression/<name>.json`` each hold one run, recorded from a real run:
 
@@ -31,9 +31,10 @@ from typing import Any
 
 import pytest
 
-import runtime.adapters.git as git_adapter
+import runtime.adapters.git_process as git_process
 from runtime.attachments import attachment_get
 from runtime.core.idempotency import derive_key
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_request_cancel, run_start
 from runtime.models import Run, TraceEvent
 from tests.engine.support import (
@@ -143,7 +144,7 @@ def _play(given: dict[str, Any], directory: Path, monkeypatch: pytest.MonkeyPatc
             wrapper = install_hanging_git(directory / "bin", limit=step["times"],
                                           after_update=step["after_update"])
             monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")
-            monkeypatch.setattr(git_adapter, "GIT_TIMEOUT_SECONDS", step["timeout_seconds"])
+            monkeypatch.setattr(git_process, "GIT_TIMEOUT_SECONDS", step["timeout_seconds"])
         else:
             raise AssertionError(f"unknown scenario step {kind!r}")
     return run_id
@@ -226,13 +227,14 @@ def _side_effects(run_id: str, name: _Keys) -> list[dict[str, Any]]:
 def _record(run_id: str) -> dict[str, Any]:
     name = _Keys(run_id)
     state = restore(run_id).state
+    executed = state_ledger(state).executed_writes()
     output = {
         "phase": state.phase.value,
         "stop_reason": state.stop_reason.value if state.stop_reason else None,
-        "writes": len(state.executed),
+        "writes": len(executed),
         "executed": [{"idempotency_key": name(w.idempotency_key), "cursor": w.cursor,
                       "reconciled": w.reconciled, "result_summary": w.result_summary}
-                     for w in state.executed],
+                     for w in executed],
         "verifier": [r.passed for r in state.verifier_results],
         "pending": None if state.pending is None else {
             "idempotency_key": name(state.pending.idempotency_key),

@@ -1,4 +1,4 @@
-"""Story: the runtime cache never masks a deleted or drifted adapter receipt (DESIGN.md 5, 7).
+"""Story: the runtime cache never masks a deleted or drifted adapter receipt (DESIGN.md sections 5.2 and 7).
 
 The idempotency cache is a rebuildable copy; the adapter's receipt is the evidence. Two ways the
 copy can lie, both reproduced for real:
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from runtime.attachments import attachment_get
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start
 from runtime.models import IdempotencyRecord, Run
 from runtime.receipts import receipt_cache_put
@@ -39,7 +40,10 @@ def test_it_does_not_let_the_runtime_cache_mask_a_deleted_adapter_receipt(
     assert killed.returncode == KILLED, killed.stderr
     run_id = killed.stdout.splitlines()[0].removeprefix("run ")
     pending = restore(run_id).state.pending
-    assert IdempotencyRecord.objects.filter(idempotency_key=pending.idempotency_key).exists()
+    # The cache row is written by the receipt commit itself (DESIGN.md section 4.3), so the kill
+    # left none; put the adapter's receipt there, as a runtime that cached it first would have.
+    assert not IdempotencyRecord.objects.filter(idempotency_key=pending.idempotency_key).exists()
+    receipt_cache_put(run_id=run_id, receipt=run_adapter(run_id).lookup_receipt(pending.idempotency_key))
     target = run_target(run_id)
     assert keyed_commits(target) == [pending.idempotency_key]
     # Someone rewinds the repository: the commit (the adapter's receipt) is gone from history.
@@ -52,7 +56,7 @@ def test_it_does_not_let_the_runtime_cache_mask_a_deleted_adapter_receipt(
     assert "write.reconciled" not in trace_types(run_id)
     assert keyed_commits(target) == []
     state = restore(run_id).state
-    assert state.pending == pending and state.executed == []
+    assert state.pending == pending and state_ledger(state).executed_writes() == []
     assert state.review_cases[-1].reason == "receipt_missing"
 
 
@@ -88,6 +92,6 @@ def test_it_does_not_let_the_runtime_cache_mask_a_drifted_adapter_receipt(
     assert (report.phase, report.stop_reason) == ("needs_review", "receipt_drift")
     assert "write.reconciled" not in trace_types(run_id)
     state = restore(run_id).state
-    assert state.pending == pending and state.executed == []
+    assert state.pending == pending and state_ledger(state).executed_writes() == []
     assert state.review_cases[-1].receipt == receipt  # the authoritative one is kept
     assert keyed_commits(run_target(run_id)) == [pending.idempotency_key]

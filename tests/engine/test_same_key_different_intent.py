@@ -1,4 +1,4 @@
-"""Story: the adapter holds a receipt for the pending key but for a different intent (DESIGN.md 6).
+"""Story: the adapter holds a receipt for the pending key but for a different intent (DESIGN.md section 6.3).
 
 Something executed *another* write under the key the run derived for its pending write -- a
 bug, a replayed request with changed parameters, another caller reusing the key. The adapter
@@ -16,6 +16,7 @@ import pytest
 
 from runtime.attachments import attachment_get, attachment_put
 from runtime.core.checkpoint import Action
+from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start
 from runtime.models import Run
 from tests.engine.support import (
@@ -67,7 +68,7 @@ def test_it_does_not_return_success_for_the_same_key_with_different_parameters(
     assert (report.phase, report.stop_reason) == ("needs_review", "receipt_conflict")
     assert "write.reconciled" not in trace_types(run_id)
     assert "write.executed" not in trace_types(run_id)
-    assert restore(run_id).state.executed == []
+    assert state_ledger(restore(run_id).state).executed_writes() == []
 
 
 def test_it_does_not_delete_the_pending_intent_on_a_conflict(

@@ -1,4 +1,4 @@
-"""Story: a write that needs a human approval causes zero side effects without one (DESIGN.md 6, 8).
+"""Story: a write that needs a human approval causes zero side effects without one (DESIGN.md sections 6.2 and 8).
 
 The policy lists ``high`` in ``approval_risks``. The run proposes the high-risk write, records
 its intent and a dry-run diff for the approver, and stops in ``awaiting_approval``. Nothing

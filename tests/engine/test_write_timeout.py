@@ -1,4 +1,4 @@
-"""Story: the adapter call times out; the outcome is unknown and is settled by key (DESIGN.md 5).
+"""Story: the adapter call times out; the outcome is unknown and is settled by key (DESIGN.md section 5.3).
 
 A real timeout: the git adapter runs a ``git`` whose ``update-ref`` (the commit point) hangs
 past the adapter's subprocess timeout (shortened here to 1.5 s) and is killed. The engine cannot
@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-import runtime.adapters.git as git_adapter
-from runtime.engine import MAX_UNKNOWN_OUTCOME_ATTEMPTS, run_advance, run_start
+import runtime.adapters.git_process as git_process
+from runtime.engine import run_advance, run_start
+from runtime.engine.execute import MAX_UNKNOWN_OUTCOME_ATTEMPTS
 from tests.engine.support import (
     SOURCE_COMMITS,
     hangs,
@@ -40,7 +41,7 @@ def hanging_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def install(*, limit: int, after_update: bool) -> Path:
         directory = install_hanging_git(tmp_path / "bin", limit=limit, after_update=after_update)
         monkeypatch.setenv("PATH", f"{directory}{os.pathsep}{os.environ['PATH']}")
-        monkeypatch.setattr(git_adapter, "GIT_TIMEOUT_SECONDS", 1.5)
+        monkeypatch.setattr(git_process, "GIT_TIMEOUT_SECONDS", 1.5)
         return directory
 
     return install

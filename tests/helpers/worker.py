@@ -43,8 +43,10 @@ from runtime.checkpoints import (  # noqa: E402
     run_create,
 )
 from runtime.core.checkpoint import Phase  # noqa: E402
+from runtime.core.ledger import state_ledger  # noqa: E402
 from runtime.errors import RatchetError  # noqa: E402
 from runtime.leases import lease_acquire, lease_renew  # noqa: E402
+from tests.core.builders import executed_for  # noqa: E402
 from tests.factories import make_state, scenario_fingerprint  # noqa: E402
 
 
@@ -67,9 +69,12 @@ def resume(run_id: str, worker: str, ttl: float):
 
 
 def next_state(state, marker: str):
+    """The next state, with one executed write per commit in the receipts ledger (so every
+    crash point of the commit protocol also has ledger rows in flight: DESIGN.md section 3.1)."""
     state = state.model_copy(deep=True)
     state.cursor += 1
     state.planner_state = {**state.planner_state, "marker": marker}
+    state_ledger(state).record_executed(executed_for(f"ik-{marker}", cursor=state.cursor))
     return state
 
 
@@ -144,6 +149,7 @@ def act(args: argparse.Namespace) -> None:
             generation=restored.generation,
             marker=restored.state.planner_state.get("marker"),
             state_version=restored.state_version,
+            ledger=restored.state.ledger.length,
         )
     elif args.action == "under-o":
         under_o(args.run_id)

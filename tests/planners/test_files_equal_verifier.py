@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 from runtime.core.checkpoint import Action
-from runtime.planners import Done, build_planner
+from runtime.planners.base import Done
+from runtime.planners.factory import build_planner
 from runtime.taskspec import TaskSpec, load_task_spec
 from runtime.verifiers import verify
 from tests.planners.gitrepo import SHIPPED, BlobStore, observation

@@ -10,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.core.checkpoint import Action
-from runtime.planners import Done, build_planner
-from runtime.planners.git_history import REPLAY_BRANCH, GitHistoryPlanner
+from runtime.planners.base import Done
+from runtime.planners.factory import build_planner
+from runtime.planners.git_history import GitHistoryPlanner
+from runtime.planners.git_replay_state import read_replay_state, replay_commits
+from runtime.planners.git_replay_target import REPLAY_BRANCH
 from runtime.taskspec import load_task_spec
 from runtime.verifiers import verify
 from tests.planners.gitrepo import (
@@ -76,7 +79,8 @@ def test_it_pins_the_range_in_the_planner_state(replay_task: Path, history: Hist
     assert state["kind"] == "git-history"
     assert state["base"] == history.root
     assert state["tip"] == history.tip
-    assert state["commits"] == history.first_parent
+    assert replay_commits(read_replay_state(state)) == history.first_parent
+    assert state["count"] == len(history.first_parent)
     assert Path(state["source"]).name == "source"
 
 
@@ -150,7 +154,7 @@ def test_it_names_the_same_commits_for_an_explicit_range(replay_task: Path,
     by_count = build_planner(load_task_spec(replay_task)).init_state()
     explicit = GitHistoryPlanner(source=history.path, range=f"{history.root}..main").init_state()
 
-    assert explicit["commits"] == by_count["commits"]
+    assert explicit["commits_digest"] == by_count["commits_digest"]
     assert explicit["base"] == by_count["base"] and explicit["tip"] == by_count["tip"]
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.planners import Done
-from runtime.planners.git_history import GitHistoryPlanner, clone_at_base
+from runtime.planners.base import Done
+from runtime.planners.git_history import GitHistoryPlanner
+from runtime.planners.git_replay_target import clone_at_base
 from runtime.taskspec import SHIPPED_TASKS_DIR, TaskSpec, load_task_spec
 from runtime.verifiers import verify
 from tests.planners.gitrepo import BlobStore, apply_commit, observation, replay_repository
@@ -34,7 +35,7 @@ def test_it_replays_the_last_30_commits_of_this_repository(tmp_path: Path) -> No
 
     planner = GitHistoryPlanner(source=repo, range=f"last:{COMMITS}")
     state = planner.init_state()
-    assert len(state["commits"]) == COMMITS
+    assert state["count"] == COMMITS
     clone_at_base(source=repo, base=str(state["base"]), target=tmp_path / "target")
     blobs = BlobStore()
     for cursor in range(COMMITS):

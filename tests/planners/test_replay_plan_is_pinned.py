@@ -7,10 +7,17 @@ where the source's HEAD points now.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
-from runtime.planners import Done
-from runtime.planners.git_history import GitHistoryPlanner, clone_at_base
+import pytest
+
+from runtime.errors import PlannerStateError
+from runtime.planners.base import Done
+from runtime.planners.git_history import GitHistoryPlanner
+from runtime.planners.git_replay_state import read_replay_state, replay_commits
+from runtime.planners.git_replay_target import clone_at_base
 from runtime.taskspec import TaskSpec
 from runtime.verifiers import verify
 from tests.planners.gitrepo import BlobStore, apply_commit, build_history, git, observation
@@ -70,3 +77,46 @@ def test_it_verifies_against_the_pinned_tip_not_the_moved_head(tmp_path: Path) -
     assert pinned.passed, pinned.detail
     unpinned = verify(spec, observation(), target)
     assert not unpinned.passed and "differs from source tip tree" in unpinned.detail
+
+
+def test_it_keeps_the_planner_state_the_same_size_whatever_the_range(tmp_path: Path) -> None:
+    """A whole history must not make every checkpoint larger (DESIGN.md section 3.1)."""
+
+    repo = tmp_path / "src"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    for i in range(40):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+    small = GitHistoryPlanner(source=repo, range="last:2").init_state()
+    large = GitHistoryPlanner(source=repo, range="last:39").init_state()
+    assert len(json.dumps(large)) - len(json.dumps(small)) < 8
+    assert len(replay_commits(read_replay_state(large))) == 39
+
+
+def test_it_refuses_a_source_whose_history_was_rewritten(tmp_path: Path) -> None:
+
+    repo = tmp_path / "src"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    for i in range(4):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+    state = GitHistoryPlanner(source=repo, range="last:3").init_state()
+    tampered = {**state, "count": 2}
+    with pytest.raises(PlannerStateError, match="not the 2 pinned"):
+        replay_commits(read_replay_state(tampered))
+
+
+def test_it_restores_a_state_pinned_before_the_state_became_constant_size(tmp_path: Path) -> None:
+
+    repo = tmp_path / "src"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    for i in range(4):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+    state = GitHistoryPlanner(source=repo, range="last:3").init_state()
+    commits = replay_commits(read_replay_state(state))
+    legacy = {k: v for k, v in state.items() if k not in ("count", "commits_digest")} | {"commits": commits}
+    assert read_replay_state(legacy) == read_replay_state(state)

@@ -1,13 +1,14 @@
-"""Story: a replay range the planner cannot express as file writes fails when the run is created.
+"""Story: a replay range the adapter could not reproduce exactly fails when the run is created.
 
-Submodules and symlinks are refused (not silently skipped) with an error naming the commit and
-path; so are ranges whose base is off the first-parent line, ranges longer than the history,
-empty ranges, missing sources and planner states that were not made by this planner.
+Submodules and symlinks are replayed (issue 10); what a Ratchet action cannot carry -- a path
+that is not UTF-8, a message whose trailers git could not read back -- is refused (not silently
+skipped) with an error naming the commit; so are ranges whose base is off the first-parent line,
+ranges longer than the history, empty ranges, missing sources and planner states that were not
+made by this planner.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -32,27 +33,42 @@ def _repo(tmp_path: Path) -> Path:
     return repo
 
 
-def test_it_refuses_a_range_with_a_submodule(tmp_path: Path) -> None:
-    repo = _repo(tmp_path)
+def _raw_commit(repo: Path, tree: str, message: bytes, *, extra_header: bytes = b"") -> str:
     head = git(repo, "rev-parse", "HEAD").strip()
-    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor/lib")
-    git(repo, "commit", "-q", "-m", "add submodule", GIT_AUTHOR_NAME="A",
-        GIT_AUTHOR_EMAIL="a@example.org")
+    body = (f"tree {tree}\nparent {head}\n".encode() + b"author A <a@example.org> 1 +0000\n"
+            b"committer A <a@example.org> 1 +0000\n" + extra_header + b"\n" + message)
+    sha = git(repo, "hash-object", "-t", "commit", "-w", "--literally", "--stdin",
+              input=body).strip()
+    git(repo, "update-ref", "HEAD", sha)
+    return sha
 
-    with pytest.raises(GitReplayUnsupportedError, match="submodule 'vendor/lib'") as caught:
-        GitHistoryPlanner(source=repo, range="last:1").init_state()
-    assert caught.value.context["commit"] == git(repo, "rev-parse", "HEAD").strip()
 
-
-def test_it_refuses_a_range_with_a_symlink(tmp_path: Path) -> None:
+def test_it_refuses_a_path_that_is_not_utf8(tmp_path: Path) -> None:
+    """Issue 10: submodules and symlinks are replayed now; a path an action cannot carry as
+    text is still refused when the run is created, naming the commit."""
     repo = _repo(tmp_path)
-    os.symlink("a.txt", repo / "link")
-    git(repo, "add", "link")
-    git(repo, "commit", "-q", "-m", "add link", GIT_AUTHOR_NAME="A",
-        GIT_AUTHOR_EMAIL="a@example.org")
+    blob = git(repo, "hash-object", "-w", "--stdin", input=b"x\n").strip()
+    tree = git(repo, "mktree", "-z", input=b"100644 blob " + blob.encode() + b"\tcaf\xe9\0").strip()
+    sha = _raw_commit(repo, tree, b"latin-1 name\n")
 
-    with pytest.raises(GitReplayUnsupportedError, match="symlink 'link'"):
+    with pytest.raises(GitReplayUnsupportedError, match="is not UTF-8") as caught:
         GitHistoryPlanner(source=repo, range="last:1").init_state()
+    assert caught.value.context["commit"] == sha
+
+
+@pytest.mark.parametrize(("message", "header", "why"), [
+    (b"NUL \0 inside\n", b"", "NUL"),
+    ("EBCDIC\n".encode("cp037"), b"encoding cp037\n", "not ASCII-compatible"),
+])
+def test_it_refuses_a_message_whose_trailers_could_not_be_read_back(
+        tmp_path: Path, message: bytes, header: bytes, why: str) -> None:
+    repo = _repo(tmp_path)
+    sha = _raw_commit(repo, git(repo, "rev-parse", "HEAD^{tree}").strip(), message,
+                      extra_header=header)
+
+    with pytest.raises(GitReplayUnsupportedError, match=why) as caught:
+        GitHistoryPlanner(source=repo, range="last:1").init_state()
+    assert sha in str(caught.value)
 
 
 def test_it_refuses_a_base_off_the_first_parent_line(history: History) -> None:
@@ -62,7 +78,7 @@ def test_it_refuses_a_base_off_the_first_parent_line(history: History) -> None:
 
 
 def test_it_needs_one_more_commit_than_it_replays(history: History) -> None:
-    assert len(GitHistoryPlanner(source=history.path, range="last:8").init_state()["commits"]) == 8
+    assert GitHistoryPlanner(source=history.path, range="last:8").init_state()["count"] == 8
     with pytest.raises(GitReplayError, match="needs 10 first-parent commits"):
         GitHistoryPlanner(source=history.path, range="last:9").init_state()
 
@@ -85,7 +101,9 @@ def test_it_refuses_a_missing_source(tmp_path: Path) -> None:
 @pytest.mark.parametrize("state", [
     {"kind": "scripted", "steps": 1},
     {"kind": "git-history", "source": "x", "base": "not-a-sha", "tip": "1" * 40,
-     "commits": ["1" * 40]},
+     "count": 1, "commits_digest": "sha256:" + "0" * 64},
+    {"kind": "git-history", "source": "x", "base": "0" * 40, "tip": "1" * 40,
+     "count": 0, "commits_digest": "sha256:" + "0" * 64},
     {"kind": "git-history", "source": "x", "base": "0" * 40, "tip": "1" * 40,
      "commits": ["2" * 40]},
 ])

@@ -18,8 +18,10 @@ import pytest
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import Risk
 from runtime.errors import PlannerError, PlannerStateError
-from runtime.planners import Done, ScriptedPlanner, build_planner
-from runtime.taskspec import load_task_spec
+from runtime.planners.base import Done
+from runtime.planners.factory import build_planner
+from runtime.planners.scripted import ScriptedPlanner
+from runtime.taskspec import ScriptedPlannerSpec, load_task_spec
 from tests.planners.gitrepo import FIXTURES, BlobStore, observation
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +85,8 @@ def test_it_gives_the_same_intents_in_another_process() -> None:
 def test_it_refuses_the_state_of_another_step_list() -> None:
     spec = load_task_spec(FIXTURES / "scripted.toml")
     planner = build_planner(spec)
-    other = ScriptedPlanner(spec.planner.steps[:2])
+    steps = ScriptedPlannerSpec.model_validate(spec.planner.options_json()).steps
+    other = ScriptedPlanner(options=ScriptedPlannerSpec(steps=steps[:2]))
 
     with pytest.raises(PlannerStateError):
         other.propose(cursor=0, planner_state=planner.init_state(), observation=observation(),

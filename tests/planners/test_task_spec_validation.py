@@ -57,7 +57,7 @@ def test_it_names_every_bad_field_in_one_message() -> None:
         "policy.approval_risks[0]: Input should be 'low', 'medium' or 'high'",
         "policy.budgets.steps: Input should be greater than or equal to 0",
         "policy.budgets.wall_seconds: Input should be a valid number",
-        "environment.adapter: Input should be 'workspace' or 'git'",
+        "environment.adapter: no ratchet.adapters plug-in named 'ftp'",
         "planner.range: range 'HEAD' must be 'A..B' or 'last:N'",
     ):
         assert expected in message
@@ -82,13 +82,13 @@ CASES = [
     ("missing budgets", SCRIPTED, "[policy.budgets]", "[unused_budgets]",
      "policy.budgets: Field required"),
     ("unknown planner kind", SCRIPTED, 'kind = "scripted"', 'kind = "llm"',
-     "planner.kind: unknown kind 'llm'; expected one of 'scripted', 'git-history'"),
+     "planner.kind: no ratchet.planners plug-in named 'llm'; installed: "),
     ("missing planner kind", SCRIPTED, 'kind = "scripted"', '',
      "planner.kind: Field required"),
     ("unknown verifier kind", SCRIPTED, 'kind = "files-equal"', 'kind = "vibes"',
-     "verifier.kind: unknown kind 'vibes'"),
+     "verifier.kind: no ratchet.verifiers plug-in named 'vibes'"),
     ("unknown adapter", SCRIPTED, 'adapter = "workspace"', 'adapter = "browser"',
-     "environment.adapter: Input should be 'workspace' or 'git'"),
+     "environment.adapter: no ratchet.adapters plug-in named 'browser'"),
     ("unknown risk", SCRIPTED, 'approval_risks = ["high"]', 'approval_risks = ["severe"]',
      "policy.approval_risks[0]: Input should be 'low', 'medium' or 'high'"),
     ("duplicate action", SCRIPTED, '["write_file", "delete_file"]',
@@ -157,15 +157,16 @@ def test_it_names_a_file_it_cannot_read(tmp_path: Path) -> None:
 def test_it_resolves_paths_against_the_task_file_directory(tmp_path: Path) -> None:
     spec = _load(tmp_path / "tasks", REPLAY)
 
-    assert isinstance(spec.planner, GitHistoryPlannerSpec)
-    assert spec.planner.source == str(tmp_path / "tasks" / "source")
+    assert spec.planner.kind == "git-history"
+    options = GitHistoryPlannerSpec.model_validate(spec.planner.options_json())
+    assert options.source == str(tmp_path / "tasks" / "source")
     assert spec.resolve_target() == tmp_path / "tasks" / "target"
 
 
 def test_it_infers_the_step_kind_and_stores_it_explicitly(tmp_path: Path) -> None:
     spec = _load(tmp_path, SCRIPTED)
 
-    assert isinstance(spec.planner, ScriptedPlannerSpec)
+    assert ScriptedPlannerSpec.model_validate(spec.planner.options_json()).steps[3].kind == "delete_file"
     stored = spec.model_dump(mode="json")["planner"]["steps"]
     assert [s["kind"] for s in stored] == ["write_file", "write_file", "write_file",
                                            "delete_file"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import VerifierError
-from runtime.planners import build_planner
+from runtime.planners.factory import build_planner
 from runtime.taskspec import TaskSpec, load_task_spec
 from runtime.verifiers import verify
 from tests.planners.gitrepo import BlobStore, History, apply_commit, git, observation

@@ -20,10 +20,11 @@ from runtime.core.checkpoint import (
     Risk,
     RunIdentity,
     RunState,
-    envelope_digest,
-    seal,
 )
+from runtime.core.envelope import envelope_digest, seal
+from runtime.core.ledger import state_ledger
 from runtime.core.signing import Keyring
+from runtime.ledger import ledger_rows_add
 from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
 from runtime.trace import event_hash, genesis_hash
 from tests.factories import make_state
@@ -44,7 +45,7 @@ def pending_state(state: RunState, *, attachments: list[str] | None = None) -> R
         environment_version_after="v1",
         fencing_token=1,
     )
-    state.executed = [
+    state_ledger(state).record_executed(  # a receipts-ledger entry (DESIGN.md section 3.1)
         ExecutedWrite(
             idempotency_key="key-done-0001",
             intent_digest=done.intent_digest(),
@@ -53,7 +54,7 @@ def pending_state(state: RunState, *, attachments: list[str] | None = None) -> R
             receipt_fingerprint=receipt.fingerprint(),
             result_summary="wrote notes/done.txt (5 bytes)",
         )
-    ]
+    )
     if attachments:
         state.environment = state.environment.model_copy(update={"attachments": attachments})
     action = Action(
@@ -117,6 +118,9 @@ def build_run(
         else None,
         generation=generations,
     )
+    # Entries staged in the state's receipts ledger are written as the commit would write them.
+    entries, state.ledger = state_ledger(state).chain_staged()
+    ledger_rows_add(run_id=run_id, entries=entries, generation=generations)
     committed = ""
     for generation in range(1, generations + 1):
         raw, envelope = seal(state, generation=generation, keyring=keyring, created_at=BASE_TIME)

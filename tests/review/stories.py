@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.adapters import open_adapter
+from runtime.adapters.factory import open_adapter
 from runtime.approvals import approval_grant, approvals_waiting
 from runtime.attachments import attachment_get, attachment_put
 from runtime.checkpoints import checkpoint_verify

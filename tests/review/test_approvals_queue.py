@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from review.queries import APPROVALS_PER_PAGE, diff_lines
+from review.queries.approvals import APPROVALS_PER_PAGE, diff_lines
 from runtime.approvals import approvals_waiting
 from tests.review.stories import approval_run, expired_approval_run
 

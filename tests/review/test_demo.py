@@ -11,7 +11,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from review.roles import demo_users_ensure, roles_sync
-from runtime.demo import MIN_COMMITS, SCENARIOS, demo_seed
+from runtime.demo.scenarios import MIN_COMMITS, SCENARIOS
+from runtime.demo.seeding import demo_seed
 from runtime.errors import DemoSetupError
 from runtime.models import ReviewCase, Run
 from tests.helpers.procs import child_env, run_manage

@@ -12,7 +12,8 @@ import os
 import pytest
 from django.urls import reverse
 
-from runtime.bundles import bundle_export, bundle_sign, bundle_verify
+from runtime.bundle_verification import bundle_verify
+from runtime.bundles import bundle_export, bundle_sign
 from runtime.core.signing import Keyring, SecretKey, TrustRoot
 from runtime.errors import BundleExportError, WrongTrustRootError
 from runtime.models import TraceEvent

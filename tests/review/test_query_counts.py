@@ -8,7 +8,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from review.queries import APPROVALS_PER_PAGE, RUNS_PER_PAGE
+from review.queries.approvals import APPROVALS_PER_PAGE
+from review.queries.runs_list import RUNS_PER_PAGE
 from runtime.models import Phase, Run
 from tests.factories import make_state
 from tests.review.rows import (
@@ -103,7 +104,7 @@ def test_run_detail_queries_do_not_grow_with_ten_times_the_runs_checkpoints_and_
 
     _grow_runs(checkpoint_keyring, 9 * N, start=N)
     add_events(run, 45)
-    state = pending_state(make_state(run_id="run-detail"))
+    state = pending_state(make_state(run_id="run-detail-2"))  # a valid run, so all of it renders
     more = build_run(
         checkpoint_keyring, run_id="run-detail-2", state=state, generations=20, events=50
     )

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from runtime.attachments import attachment_put
 from runtime.core.canonical import digest_bytes
-from runtime.core.checkpoint import envelope_digest, seal
+from runtime.core.envelope import envelope_digest, seal
 from runtime.models import Checkpoint, HighWaterMark, Phase, TraceEvent
 from tests.factories import make_state
 from tests.review.rows import build_run, pending_state

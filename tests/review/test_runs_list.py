@@ -7,7 +7,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from review.queries import RUNS_PER_PAGE
+from review.queries.runs_list import RUNS_PER_PAGE
 from runtime.models import Checkpoint, HighWaterMark, Phase
 from tests.review.rows import build_run
 

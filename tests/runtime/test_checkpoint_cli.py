@@ -1,6 +1,6 @@
 """``manage.py checkpoint show|verify``: what an operator sees when inspecting a run.
 
-DESIGN.md section 9 of the issue: verify exits 0 when the committed checkpoint is valid and
+DESIGN.md section 4.4: verify exits 0 when the committed checkpoint is valid and
 non-zero with the reason otherwise; show prints the envelope and its verification status.
 """
 

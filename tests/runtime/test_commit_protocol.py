@@ -17,6 +17,8 @@ from runtime.checkpoints import (
 )
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import Phase
+from runtime.core.envelope import envelope_digest, seal
+from runtime.core.signing import TrustRoot
 from runtime.errors import (
     CanonicalizationError,
     CheckpointInvariantError,
@@ -26,6 +28,7 @@ from runtime.errors import (
     RunExistsError,
     StaleGenerationError,
 )
+from runtime.keys import keyring_for
 from runtime.leases import lease_acquire
 from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
 from tests.factories import make_state, scenario_fingerprint
@@ -110,7 +113,7 @@ def test_it_rejects_a_stale_expected_generation_and_advances_nothing(start_run):
     after = _snapshot(run_id)
     assert after[:3] == before[:3]  # HWM, state_version, mirror: the fence update rolled back
     assert after[4] == before[4]  # no trace events
-    assert after[3] == before[3] + 1  # the orphan row stays, append-only, and is ignored
+    assert after[3] == before[3]  # one transaction (DESIGN.md section 4.3): no orphan row either
 
 
 def test_it_rejects_a_commit_made_with_a_stale_state_version(start_run):
@@ -230,7 +233,7 @@ def test_it_writes_nothing_when_the_first_state_is_invalid():
 
 
 def test_it_ignores_an_orphan_of_the_next_generation(start_run):
-    """A fenced or crashed commit leaves checkpoint g+1 behind; it is never restored."""
+    """A fenced commit leaves nothing behind (one transaction); an orphan g+1 is never restored."""
     state, first = start_run(worker="worker-a")
     run_id = state.identity.run_id
     refused = advance(state, planner_state={"by": "stale"})
@@ -238,6 +241,9 @@ def test_it_ignores_an_orphan_of_the_next_generation(start_run):
     with pytest.raises(LeaseLostError):
         checkpoint_commit(lease=first.lease, state=refused, expected_generation=1)
 
-    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 1
+    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 0
+    orphan, _ = seal(refused, generation=2, keyring=keyring_for(TrustRoot.CHECKPOINT))
+    Checkpoint.objects.create(run_id=run_id, generation=2, envelope=orphan, digest=envelope_digest(orphan),
+                              key_id="k", schema_version=3, lease_version=1)
     restored = checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
     assert (restored.generation, restored.state.planner_state) == (1, {})

@@ -185,8 +185,8 @@ def test_a_paused_old_lease_holder_has_its_late_checkpoint_rejected(start_run, t
     assert late.last["error"] == "LeaseLostError"
     assert checkpoint_hwm(run_id=run_id).generation == 2
     assert _restored_marker(run_id) == (2, "new")
-    # Its checkpoint was written (append-only) but never became the committed one.
-    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 2
+    # Its checkpoint was never written: the fence failed inside the one commit transaction.
+    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 1
 
 
 def test_it_keeps_races_of_different_runs_independent(start_run, tmp_path):

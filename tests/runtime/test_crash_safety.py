@@ -18,12 +18,13 @@ import pytest
 from django.conf import settings
 
 from runtime.checkpoints import checkpoint_hwm, checkpoint_restore
-from runtime.models import Checkpoint, Run, TraceEvent
+from runtime.models import Checkpoint, LedgerEntry, Run, TraceEvent
 from runtime.trace import trace_verify
 from tests.factories import scenario_fingerprint
 from tests.helpers.procs import KILLED, child_env, run_manage, run_worker
 
-POINTS = ["checkpoint.after_append", "checkpoint.before_hwm_cas", "checkpoint.after_hwm_cas"]
+POINTS = ["checkpoint.after_ledger_rows", "checkpoint.after_append", "checkpoint.before_hwm_cas",
+          "checkpoint.after_hwm_cas"]
 
 
 def _new_run(env: dict[str, str] | None = None) -> str:
@@ -61,9 +62,11 @@ def test_a_worker_killed_before_the_commit_point_leaves_g_restorable_and_g_plus_
 
     _crash(run_id, point, child_env())
 
-    # With one database even "after_hwm_cas" is before the commit: the transaction never committed.
+    # With one database every point is before the commit: the one transaction never committed,
+    # so neither the checkpoint row nor its ledger rows exist (DESIGN.md section 4.3).
     assert checkpoint_hwm(run_id=run_id).generation == 1
-    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 1  # the orphan
+    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 0
+    assert not LedgerEntry.objects.filter(run_id=run_id).exists()
     restored = checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
     assert (restored.generation, restored.state.planner_state["marker"]) == (1, "g1")
     run = Run.objects.get(run_id=run_id)
@@ -76,7 +79,8 @@ def test_a_worker_killed_before_the_commit_point_leaves_g_restorable_and_g_plus_
     assert again.last == {**again.last, "outcome": "committed", "generation": 2}, again.stderr
     restored = checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
     assert (restored.generation, restored.state.planner_state["marker"]) == (2, "g2-again")
-    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 2
+    assert Checkpoint.objects.filter(run_id=run_id, generation=2).count() == 1
+    assert list(LedgerEntry.objects.filter(run_id=run_id).values_list("seq", "key")) == [(1, "ik-g2-again")]
     assert trace_verify(run_id=run_id).ok
 
 
@@ -201,13 +205,16 @@ def _split_story(stores: SplitStores, point: str) -> None:
     restored = run_worker("restore", "--run-id", run_id, env=env).last
     if point == "checkpoint.after_hwm_cas":
         # The HWM commit is the commit point: g+1 is committed although the main database's
-        # transaction (run row, trace events) died with the worker.
+        # transaction (run row, trace events) died with the worker. Its ledger rows were committed
+        # with the checkpoint row before the HWM moved (DESIGN.md section 4.4).
         assert stores.hwm_generation(run_id) == 2
-        assert (restored["generation"], restored["marker"]) == (2, "g2")
+        assert (restored["generation"], restored["marker"], restored["ledger"]) == (2, "g2", 1)
         assert stores.run_mirror(run_id) == mirror_before
     else:
+        # after_append left g+1 and its ledger row committed but uncovered: orphans the next
+        # commit drops under the fence.
         assert stores.hwm_generation(run_id) == 1
-        assert (restored["generation"], restored["marker"]) == (1, "g1")
+        assert (restored["generation"], restored["marker"], restored["ledger"]) == (1, "g1", 0)
 
     again = run_worker(
         "commit", "--run-id", run_id, "--worker", "worker-a", "--marker", "next", env=env
@@ -216,6 +223,7 @@ def _split_story(stores: SplitStores, point: str) -> None:
     assert again.last["generation"] == restored["generation"] + 1
     final = run_worker("restore", "--run-id", run_id, env=env).last
     assert (final["generation"], final["marker"]) == (restored["generation"] + 1, "next")
+    assert final["ledger"] == final["generation"] - 1  # one entry per commit, no orphan kept
     assert stores.hwm_generation(run_id) == final["generation"]
 
 

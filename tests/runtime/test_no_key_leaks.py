@@ -19,12 +19,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
-from runtime.checkpoints import (
-    checkpoint_commit,
-    checkpoint_inspect,
-    checkpoint_restore,
-    checkpoint_restore_offered,
-)
+from runtime.checkpoint_checks import checkpoint_restore_offered
+from runtime.checkpoint_reports import checkpoint_inspect
+from runtime.checkpoints import checkpoint_commit, checkpoint_restore
 from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import Phase
 from runtime.core.signing import TrustRoot

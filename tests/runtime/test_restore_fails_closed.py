@@ -12,7 +12,8 @@ import random
 import pytest
 from django.db import connection
 
-from runtime.checkpoints import checkpoint_commit, checkpoint_restore, checkpoint_restore_offered
+from runtime.checkpoint_checks import checkpoint_restore_offered
+from runtime.checkpoints import checkpoint_commit, checkpoint_restore
 from runtime.core.canonical import canonical_json, digest_bytes
 from runtime.core.checkpoint import VersionSet
 from runtime.core.signing import TrustRoot

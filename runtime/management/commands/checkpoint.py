@@ -16,12 +16,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.checkpoints import (
-    CheckpointReport,
-    checkpoint_hwm,
-    checkpoint_inspect,
-    checkpoint_verify,
-)
+from runtime.checkpoint_reports import CheckpointReport, checkpoint_inspect
+from runtime.checkpoints import checkpoint_hwm, checkpoint_verify
 from runtime.errors import RatchetError
 
 

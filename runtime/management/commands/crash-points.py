@@ -15,6 +15,7 @@ class Command(BaseCommand):
         import runtime.adapters.workspace  # noqa: F401
         import runtime.checkpoints  # noqa: F401
         import runtime.engine  # noqa: F401
+        import runtime.planners.chat_tools  # noqa: F401
         from runtime.core.crashpoints import CRASH_POINTS
 
         for name, description in sorted(CRASH_POINTS.items()):

@@ -3,14 +3,13 @@
 1. ``migrate``; the three dashboard roles (``review.roles.roles_sync``); demo accounts
    ``operator``, ``reviewer`` and ``admin`` (random passwords printed once, or
    ``RATCHET_DEMO_PASSWORD`` for all three).
-2. Seeds runs by replaying this repository's own history (``runtime.demo.demo_seed``): completed,
-   running, waiting for approval, expired approval, receipt conflict, failed. A second start
-   reuses them.
-3. Starts two child processes and waits: the web server (``manage.py runserver 127.0.0.1:PORT
-   --insecure --noreload``: Django's development server, which serves the static files itself;
-   good for this embedded demo on localhost, not for production) and ``manage.py worker`` (a
-   Celery worker with the sweeper embedded, on the SQLite broker under ``var/``). Ctrl-C or
-   SIGTERM stops both children, by pid.
+2. Seeds runs by replaying this repository's own history (``runtime.demo.seeding.demo_seed``):
+   completed, running, waiting for approval, expired approval, receipt conflict, failed. A second
+   start reuses them.
+3. Starts two child processes and waits (``runtime.demo.launcher``): the web server (Django's
+   development server on 127.0.0.1:PORT, serving the static files itself) and ``manage.py
+   worker`` (a Celery worker with the sweeper embedded). Ctrl-C or SIGTERM stops both children,
+   by pid.
 
 ``--seed-only`` stops after step 2 (no servers); ``--port`` picks the web port.
 """
@@ -18,13 +17,7 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from django.conf import settings
@@ -32,35 +25,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from review.roles import DemoLogin, demo_users_ensure, roles_sync
-from runtime.demo import SCENARIOS, demo_seed
-from runtime.errors import RatchetError
-
-STOP_GRACE_SECONDS = 10.0
-"""How long a child may take to exit after SIGTERM before it is killed."""
-
-
-class _Stop(Exception):
-    """Raised from the SIGTERM handler to leave the wait loop."""
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    """Terminate our own children by pid (SIGTERM, then SIGKILL after the grace period)."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    deadline = time.monotonic() + STOP_GRACE_SECONDS
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+from runtime.demo.launcher import DemoProcesses, DemoStopped, sigterm_stops
+from runtime.demo.scenarios import SCENARIOS
+from runtime.demo.seeding import demo_seed
+from runtime.errors import DemoLaunchError, RatchetError
 
 
 class Command(BaseCommand):
@@ -113,49 +81,20 @@ class Command(BaseCommand):
             self.stdout.write(f"  {login.username:<9} {shown}")
 
     def _serve(self, *, port: int, concurrency: int, logins: list[DemoLogin]) -> None:
-        if _port_open(port):
-            raise CommandError(f"port {port} on 127.0.0.1 is in use; pick another with --port")
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
-        procs: list[subprocess.Popen[bytes]] = []
-
-        def on_term(signum: int, frame: FrameType | None) -> None:
-            raise _Stop()
-
-        previous = signal.signal(signal.SIGTERM, on_term)
-        try:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        manage,
-                        "runserver",
-                        f"127.0.0.1:{port}",
-                        "--insecure",
-                        "--noreload",
-                    ]
-                )
-            )
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, manage, "worker", "--concurrency", str(concurrency)]
-                )
-            )
-            deadline = time.monotonic() + 30
-            while not _port_open(port):
-                if procs[0].poll() is not None or time.monotonic() > deadline:
-                    raise CommandError("the web server did not start; see its output above")
-                time.sleep(0.2)
-            self.stdout.write("")
-            self.stdout.write(f"Ratchet is running: http://127.0.0.1:{port}/")
-            self._print_logins(logins)
-            self.stdout.write("Press Ctrl-C to stop the web server and the worker.")
-            self.stdout.flush()
-            while all(proc.poll() is None for proc in procs):
-                time.sleep(0.5)
-            failed = [p.args[2] for p in procs if p.poll() is not None]
-            raise CommandError(f"a demo process exited ({', '.join(map(str, failed))}); stopping")
-        except (KeyboardInterrupt, _Stop):
-            self.stdout.write("Stopping the web server and the worker...")
-        finally:
-            _stop(procs)
-            signal.signal(signal.SIGTERM, previous)
+        processes = DemoProcesses(port=port, concurrency=concurrency)
+        with sigterm_stops():
+            try:
+                processes.start()
+                self.stdout.write("")
+                self.stdout.write(f"Ratchet is running: http://127.0.0.1:{port}/")
+                self._print_logins(logins)
+                self.stdout.write("Press Ctrl-C to stop the web server and the worker.")
+                self.stdout.flush()
+                exited = processes.wait()
+                raise CommandError(f"a demo process exited ({', '.join(exited)}); stopping")
+            except DemoLaunchError as exc:
+                raise CommandError(str(exc)) from None
+            except (KeyboardInterrupt, DemoStopped):
+                self.stdout.write("Stopping the web server and the worker...")
+            finally:
+                processes.stop()

@@ -1,42 +1,68 @@
-"""``manage.py run TASK.toml``: start a run and drive it to the end, printing the run id first."""
+"""``manage.py run TASK.toml``: start a run and drive it to the end, printing the run id first.
+
+The exit code says how the run ended (``runtime.verdicts``): 0 only when it completed.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from runtime.engine import StepReport, run_advance, run_start
 from runtime.errors import RatchetError
+from runtime.verdicts import EXIT_CODES_HELP, RunExit, error_verdict, run_verdict
 
 
 class Command(BaseCommand):
-    help = "Start a run from a task spec (TOML) and drive it until it completes, fails or freezes."
+    help = ("Start a run from a task spec (TOML) and drive it until it completes, fails or freezes. "
+            + EXIT_CODES_HELP)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("task", help="path of the task spec TOML file")
         parser.add_argument("--worker", default=None, help="worker id (default host:pid)")
         parser.add_argument("--max-steps", type=int, default=None, help="stop after N committed steps")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument("--json", action="store_true",
+                            help="print the verdict as one JSON object on stdout (the run id line goes to stderr)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        as_json = options["json"]
         try:
             run_id = run_start(spec_path=options["task"], worker=options["worker"])
         except RatchetError as exc:
-            raise CommandError(str(exc)) from None
-        # The run id goes first and is flushed, so a caller can resume even if we are killed.
-        self.stdout.write(f"run {run_id}")
-        self.stdout.flush()
+            fail(self, run_id=None, error=exc, as_json=as_json)
+        announce(self, run_id=run_id, as_json=as_json)
         report = drive(self, run_id=run_id, worker=options["worker"], max_steps=options["max_steps"],
-                       progress=not options["no_progress"])
-        print_verdict(self, report)
+                       progress=not options["no_progress"], as_json=as_json)
+        print_verdict(self, report, as_json=as_json)
+
+
+def announce(cmd: BaseCommand, *, run_id: str, as_json: bool) -> None:
+    """Print ``run <id>`` at once and flush it, so a caller can resume even if we are killed.
+
+    With ``--json`` stdout must hold only the verdict object, so the line goes to stderr.
+    """
+    stream = cmd.stderr if as_json else cmd.stdout
+    stream.write(f"run {run_id}", style_func=lambda text: text)
+    stream.flush()
+
+
+def fail(cmd: BaseCommand, *, run_id: str | None, error: RatchetError, as_json: bool) -> NoReturn:
+    """Report a typed runtime error and exit 1 (:attr:`RunExit.ERROR`); ``--json`` prints it as
+    the one JSON object."""
+    if as_json:
+        cmd.stdout.write(json.dumps(error_verdict(run_id=run_id, error=error), sort_keys=True))
+    prefix = f"run {run_id}: " if run_id else ""
+    raise CommandError(f"{prefix}{error}", returncode=int(RunExit.ERROR)) from None
 
 
 def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int | None, progress: bool,
-          wait_seconds: float = 0.0) -> StepReport:
-    """Drive ``run_id`` with a progress bar on stderr; CommandError on a typed runtime error."""
+          wait_seconds: float = 0.0, as_json: bool = False) -> StepReport:
+    """Drive ``run_id`` with a progress bar on stderr; a typed runtime error exits 1."""
     bar = tqdm(desc="steps", unit="step", file=sys.stderr, disable=not progress, dynamic_ncols=True)
 
     def on_step(report: StepReport) -> None:
@@ -47,16 +73,22 @@ def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int |
         return run_advance(run_id=run_id, worker=worker, max_steps=max_steps, on_step=on_step,
                            wait_seconds=wait_seconds)
     except RatchetError as exc:
-        raise CommandError(f"run {run_id}: {exc}") from None
+        fail(cmd, run_id=run_id, error=exc, as_json=as_json)
     finally:
         bar.close()
 
 
-def print_verdict(cmd: BaseCommand, report: StepReport) -> None:
-    """Print the final phase; exit non-zero unless the run completed or is waiting for a human."""
-    line = (f"verdict: {report.phase}" + (f" ({report.stop_reason})" if report.stop_reason else "")
-            + f" generation={report.generation} writes={max(report.cursor, 0)}"
-            + (" recovered" if report.recovered else ""))
-    cmd.stdout.write(line)
-    if report.phase in ("failed", "cancelled"):
-        raise CommandError(line)
+def print_verdict(cmd: BaseCommand, report: StepReport, *, as_json: bool = False) -> None:
+    """Print the verdict (a line, or one JSON object) and exit with its code (``runtime.verdicts``).
+
+    Exit 0 only for a completed run; any other outcome raises :class:`CommandError` carrying the
+    outcome's distinct exit code.
+    """
+    verdict = run_verdict(report=report)
+    if as_json:
+        cmd.stdout.write(json.dumps(verdict.as_json(), sort_keys=True))
+    else:
+        cmd.stdout.write(verdict.line())
+    if verdict.exit_code != RunExit.COMPLETED:
+        raise CommandError(f"run {verdict.run_id} is {verdict.outcome}: {verdict.line()}",
+                           returncode=verdict.exit_code)

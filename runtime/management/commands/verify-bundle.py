@@ -2,9 +2,9 @@
 
 Needs no database, only the checkpoint keyring (``RATCHET_CHECKPOINT_KEYS`` or the key file named
 by ``RATCHET_KEY_FILE``; the file is never created here). Exits 0 printing ``bundle verifies``,
-otherwise exits 1 listing every finding (``runtime.bundles.bundle_verify``): bundle MAC, each
-checkpoint envelope, the committed envelope against the high-water mark, the trace hash chain, the
-receipt fingerprints.
+otherwise exits 1 listing every finding (``runtime.bundle_verification.bundle_verify``): bundle
+MAC, each checkpoint envelope, the committed envelope against the high-water mark, the trace hash
+chain, the receipt fingerprints.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.bundles import bundle_load, bundle_verify
+from runtime.bundle_verification import bundle_load, bundle_verify
 from runtime.core.signing import TrustRoot
 from runtime.errors import RatchetError
 from runtime.keys import keyring_for

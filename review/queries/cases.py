@@ -1,0 +1,142 @@
+"""The review case pages: the case list with counts per status, and one case with the intent
+beside the conflicting receipt and the binding a decision would be signed over (DESIGN.md
+section 6). The binding comes from the runtime's service, ``runtime.reviews.decision_prepare``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Case, Count, Value, When
+
+from runtime.errors import RatchetError, ReviewCaseNotFoundError
+from runtime.models import CaseStatus, ReviewCase, TraceEvent
+from runtime.reviews import decision_prepare
+
+CASES_PER_PAGE = 25
+
+
+def case_list(*, status: str = "", page_number: Any = 1) -> Page:
+    """Review cases, open ones first then newest first, filtered by ``status`` (``""``: any); a
+    page of ``ReviewCase`` rows with their run (one query for the rows, one for the count)."""
+    rows = ReviewCase.objects.select_related("run").defer(
+        "run__spec", "pending", "receipt", "environment", "observed", "trace_excerpt", "sealed",
+        "decision",
+    )
+    if status:
+        rows = rows.filter(status=status)
+    rows = rows.order_by(
+        Case(When(status=CaseStatus.OPEN, then=Value(0)), default=Value(1)), "-opened_at", "case_id"
+    )
+    return Paginator(rows, CASES_PER_PAGE).get_page(page_number)
+
+
+def case_counts() -> dict[str, int]:
+    """Number of cases per status (one query)."""
+    counts = dict(ReviewCase.objects.order_by().values_list("status").annotate(n=Count("pk")))
+    return {s.value: counts.get(s.value, 0) for s in CaseStatus}
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One row of the intent/receipt comparison.
+
+    ``differs`` (the page highlights the row) when the two sides say the same kind of thing,
+    both are known, and they are not equal. ``comparable`` is False for a row whose two sides
+    are different facts shown together (the environment version before vs after the write).
+    """
+
+    label: str
+    intent: Any
+    receipt: Any
+    comparable: bool = True
+
+    @property
+    def differs(self) -> bool:
+        return (self.comparable and self.intent is not None and self.receipt is not None
+                and self.intent != self.receipt)
+
+
+def _comparison(pending: dict[str, Any] | None, receipt: dict[str, Any] | None) -> list[Compared]:
+    """The pending intent beside the conflicting receipt (DESIGN.md section 6), field by field.
+
+    The intent side holds what the run planned: its key and intent digest, the adapter namespace
+    and environment version it expected to write against; the receipt side what the adapter
+    recorded. Fields an intent does not have (receipt id, adapter version) show as unknown.
+    """
+    pending = pending or {}
+    receipt = receipt or {}
+    pre = pending.get("pre_state") or {}
+    action = pending.get("action") or {}
+    namespace = f"{pre['adapter_kind']}:{pre['instance_id']}" if pre.get("instance_id") else None
+    return [
+        Compared("Idempotency key", pending.get("idempotency_key"), receipt.get("idempotency_key")),
+        Compared("Intent digest", pending.get("intent_digest"), receipt.get("intent_digest")),
+        Compared("Action", action.get("kind"), None),
+        Compared("Target / business object", action.get("target") or None,
+                 receipt.get("business_object")),
+        Compared("Namespace", namespace, receipt.get("namespace")),
+        Compared("Adapter version", None, receipt.get("adapter_version")),
+        Compared("Receipt id", None, receipt.get("receipt_id")),
+        Compared("Result", None, receipt.get("result")),
+        Compared("Environment version (intent: before the write; receipt: after it)",
+                 pre.get("version"), receipt.get("environment_version_after"), comparable=False),
+    ]
+
+
+@dataclass(frozen=True)
+class CaseDetail:
+    """A review case with what the page shows beside it.
+
+    Attributes:
+        case: the ``ReviewCase`` row (with its run).
+        comparison: intent vs receipt, field by field (:class:`Compared`).
+        binding: for an open case, the exact fields a decision will be signed over
+            (``runtime.reviews.decision_prepare``: from the committed checkpoint and the
+            environment as observed now); ``None`` for a closed case or when it cannot be read.
+        binding_error: why the binding could not be prepared (the run's checkpoint fails to
+            verify, the environment cannot be observed), or ``""``.
+        refusals: the run's newest ``review.refused`` trace payloads (at most 5), newest first.
+    """
+
+    case: ReviewCase
+    comparison: list[Compared]
+    binding: dict[str, Any] | None
+    binding_error: str
+    refusals: list[dict[str, Any]]
+
+
+def case_get(*, case_id: str, prepare: bool = True) -> CaseDetail:
+    """One case for the detail page. For an open case (and ``prepare``), also the binding a
+    decision would be signed over, observed now.
+
+    Raises:
+        ReviewCaseNotFoundError: no such case.
+    """
+    case = (
+        ReviewCase.objects.select_related("run").defer("run__spec").filter(case_id=case_id).first()
+    )
+    if case is None:
+        raise ReviewCaseNotFoundError(case_id=case_id)
+    binding, error = None, ""
+    if prepare and case.status == CaseStatus.OPEN:
+        try:
+            binding = decision_prepare(case_id=case_id)
+        except RatchetError as exc:
+            error = str(exc)
+    refusals = [
+        payload
+        for payload in TraceEvent.objects.filter(
+            run_id=case.run_id, event_type="review.refused"
+        ).order_by("-seq").values_list("payload", flat=True)[:5]
+        if payload.get("case_id") == case_id
+    ]
+    return CaseDetail(
+        case=case,
+        comparison=_comparison(case.pending, case.receipt),
+        binding=binding,
+        binding_error=error,
+        refusals=refusals,
+    )

@@ -1,0 +1,217 @@
+"""Receipts in git history: the trailers a Ratchet commit carries and how they are read back.
+
+Every write lands as exactly one commit whose message is the planned message, byte for byte,
+followed by a blank line and the trailer block (DESIGN.md section 5, the adapter's receipt is
+the authoritative evidence)::
+
+    <message bytes, verbatim>\\n\\n
+    Idempotency-Key: <key>
+    Intent-Digest: sha256:<hex>
+    Fencing-Token: <n>
+    Approval-Digest: sha256:<hex>      (only when the write was approved)
+    Committed-At: <epoch seconds>      (when Ratchet made the commit)
+
+The separator is always exactly ``\\n\\n``, so :func:`original_message` recovers the planned
+message exactly, whatever it ends with (CRLF, trailing blanks, no newline). An empty or blank
+message gets the title :data:`BLANK_MESSAGE_TITLE` before the trailers, because git would take
+a first paragraph for the title and not read it as trailers; only then is it removed again. git
+reads trailers from the last paragraph only, and this block is always the last paragraph, so
+trailer-looking lines inside a replayed message (even another run's ``Idempotency-Key``) are
+never read as a receipt. ``Committed-At`` is the receipt's commit time: a replayed commit keeps
+its original committer date, while approval-expiry checks need the real time of the write
+(DESIGN.md section 6, trust boundary); commits made before this trailer existed fall back to
+the committer date. Imports nothing from Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runtime.adapters.fence import fence_read
+from runtime.adapters.git_process import GitProcess
+from runtime.adapters.receipt_json import receipt_from_json
+from runtime.core.canonical import canonical_json
+from runtime.core.checkpoint import Receipt
+from runtime.errors import AdapterStoreCorruptError, DuplicateReceiptError, FencingTokenError
+
+ADAPTER_VERSION = "ratchet-git/1"
+
+TRAILER_KEY = "Idempotency-Key"
+TRAILER_INTENT = "Intent-Digest"
+TRAILER_FENCE = "Fencing-Token"
+TRAILER_APPROVAL = "Approval-Digest"
+TRAILER_COMMITTED_AT = "Committed-At"
+
+LOG_FORMAT = "--format=%H%x1f%T%x1f%P%x1f%ct%x1f%(trailers:only,unfold,separator=%x1e)"
+"""``git log`` format :func:`parse_log_record` reads (records separated with ``-z``)."""
+
+BLANK_MESSAGE_TITLE = b"(empty commit message)"
+"""Put between a blank message and the trailers: git reads the first non-blank paragraph as the
+title, never as trailers. :func:`original_message` takes it out again."""
+
+_BLOCK_START = f"\n\n{TRAILER_KEY}: ".encode("ascii")
+
+
+@dataclass(frozen=True)
+class LoggedCommit:
+    """One commit as ``git log`` printed it: ids, committer time and trailers by lower-case key."""
+
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+    committed_epoch: int
+    trailers: Mapping[str, tuple[str, ...]]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.trailers.get(TRAILER_KEY.lower(), ())
+
+
+def message_with_trailers(message: bytes, *, idempotency_key: str, intent_digest: str,
+                          fencing_token: int, approval_digest: str | None,
+                          committed_at: int) -> bytes:
+    """The commit message: ``message`` verbatim, ``\\n\\n``, then the trailer block."""
+    lines = [f"{TRAILER_KEY}: {idempotency_key}", f"{TRAILER_INTENT}: {intent_digest}",
+             f"{TRAILER_FENCE}: {fencing_token}"]
+    if approval_digest is not None:
+        lines.append(f"{TRAILER_APPROVAL}: {approval_digest}")
+    lines.append(f"{TRAILER_COMMITTED_AT}: {committed_at}")
+    if message.isspace() or not message:
+        # git takes the first non-blank paragraph as the title, never as trailers.
+        message += b"\n\n" + BLANK_MESSAGE_TITLE
+    return message + b"\n\n" + "\n".join(lines).encode("utf-8") + b"\n"
+
+
+def original_message(full: bytes) -> bytes:
+    """The planned message of a Ratchet commit: ``full`` (the raw message) minus the trailers.
+
+    Args:
+        full: the message part of the raw commit object (after the first blank line of
+            ``git cat-file commit``), in the commit's own encoding.
+
+    Raises:
+        ValueError: ``full`` does not end with a Ratchet trailer block.
+    """
+    at = full.rfind(_BLOCK_START)
+    if at < 0:
+        raise ValueError("the message carries no Ratchet trailer block")
+    message = full[:at]
+    title = b"\n\n" + BLANK_MESSAGE_TITLE
+    if message.endswith(title):
+        blank = message[: -len(title)]
+        if not blank or blank.isspace():
+            return blank
+    return message
+
+
+def parse_log_record(record: bytes, *, instance_id: str) -> LoggedCommit:
+    """Parse one ``-z`` record of :data:`LOG_FORMAT` output.
+
+    Raises:
+        AdapterStoreCorruptError: the record does not have the expected fields.
+    """
+    fields = record.decode("utf-8", "replace").strip("\n").split("\x1f")
+    if len(fields) != 5 or not fields[3].isdigit():
+        raise AdapterStoreCorruptError("unexpected git log record", instance_id=instance_id)
+    trailers: dict[str, list[str]] = {}
+    for item in fields[4].split("\x1e"):
+        name, sep, value = item.partition(":")
+        if sep:
+            # git matches trailer keys case-insensitively; so do we.
+            trailers.setdefault(name.strip().lower(), []).append(value.strip())
+    return LoggedCommit(sha=fields[0], tree=fields[1], parents=tuple(fields[2].split()),
+                        committed_epoch=int(fields[3]),
+                        trailers={k: tuple(v) for k, v in trailers.items()})
+
+
+def ratchet_commits(git: GitProcess, *, instance_id: str) -> list[LoggedCommit]:
+    """Commits reachable from HEAD with an ``Idempotency-Key`` trailer, oldest first."""
+    out = git.run(["log", "-z", "--topo-order", "--reverse", "--fixed-strings",
+                   "--regexp-ignore-case", f"--grep={TRAILER_KEY}", LOG_FORMAT, "HEAD", "--"])
+    commits = [parse_log_record(r, instance_id=instance_id)
+               for r in out.stdout.split(b"\0") if r.strip(b"\n")]
+    return [c for c in commits if c.keys]
+
+
+def commit_info(git: GitProcess, sha: str, *, instance_id: str) -> LoggedCommit:
+    """One commit read back the way :func:`ratchet_commits` reads it."""
+    out = git.run(["log", "-1", "-z", LOG_FORMAT, sha, "--"]).stdout
+    return parse_log_record(out.rstrip(b"\0"), instance_id=instance_id)
+
+
+def find_key(commits: Iterable[LoggedCommit], key: str, *, instance_id: str
+             ) -> LoggedCommit | None:
+    """The one commit carrying ``key``, or None.
+
+    Raises:
+        DuplicateReceiptError: more than one commit carries it.
+    """
+    matches = [c for c in commits if key in c.keys]
+    if len(matches) > 1:
+        raise DuplicateReceiptError(instance_id=instance_id, idempotency_key=key,
+                                    commits=",".join(c.sha for c in matches))
+    return matches[0] if matches else None
+
+
+def newest_token(commits: Iterable[LoggedCommit]) -> int:
+    """The largest ``Fencing-Token`` in ``commits`` (0 when there is none)."""
+    newest = 0
+    for commit in commits:
+        for value in commit.trailers.get(TRAILER_FENCE.lower(), ()):
+            if value.isdigit():
+                newest = max(newest, int(value))
+    return newest
+
+
+def check_fence(fence_file: Path, commits: Iterable[LoggedCommit], token: int, *, key: str,
+                instance_id: str) -> None:
+    """Refuse ``token`` when it is older than the newest seen (DESIGN.md section 4, fencing).
+
+    The newest token is the larger of the fence file and every ``Fencing-Token`` trailer.
+
+    Raises:
+        FencingTokenError: naming the key, the token and the newest one seen.
+        AdapterStoreCorruptError: the fence file does not hold a number.
+    """
+    newest = max(newest_token(commits), fence_read(
+        fence_file, label=f".git/{fence_file.name}", instance_id=instance_id))
+    if token < newest:
+        raise FencingTokenError(instance_id=instance_id, idempotency_key=key,
+                                fencing_token=token, newest_seen=newest)
+
+
+def receipt_of(commit: LoggedCommit, *, namespace: str, instance_id: str) -> Receipt:
+    """The receipt a Ratchet commit stands for.
+
+    Raises:
+        AdapterStoreCorruptError: the commit's Ratchet trailers are missing, repeated or
+            malformed.
+    """
+    t = commit.trailers
+    keys, intents = t.get(TRAILER_KEY.lower(), ()), t.get(TRAILER_INTENT.lower(), ())
+    tokens, approvals = t.get(TRAILER_FENCE.lower(), ()), t.get(TRAILER_APPROVAL.lower(), ())
+    times = t.get(TRAILER_COMMITTED_AT.lower(), ())
+    if (len(keys) != 1 or len(intents) != 1 or len(tokens) != 1 or len(approvals) > 1
+            or not tokens[0].isdigit() or len(times) > 1
+            or (times and not times[0].isdigit())):
+        raise AdapterStoreCorruptError("commit carries malformed Ratchet trailers",
+                                       instance_id=instance_id, commit=commit.sha)
+    committed = int(times[0]) if times else commit.committed_epoch
+    body = {
+        "namespace": namespace,
+        "adapter_version": ADAPTER_VERSION,
+        "receipt_id": commit.sha,
+        "idempotency_key": keys[0],
+        "intent_digest": intents[0],
+        "result": {"commit": commit.sha, "tree": commit.tree,
+                   "parent": commit.parents[0] if commit.parents else ""},
+        "environment_version_after": commit.sha,
+        "fencing_token": int(tokens[0]),
+        "committed_at": datetime.fromtimestamp(committed, UTC).isoformat(),
+        "approval_digest": approvals[0] if approvals else None,
+        "business_object": commit.sha,
+    }
+    return receipt_from_json(canonical_json(body), where=f"commit {commit.sha}")

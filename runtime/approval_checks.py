@@ -1,0 +1,95 @@
+"""The checks the engine applies to approval evidence and to receipts (DESIGN.md section 6).
+
+Approval evidence is signed under the approval trust root and bound to the run, idempotency key,
+intent digest and the environment instance, fingerprint and version the approver saw. Expired
+evidence still loads (expiry is not corruption) but never authorises execution
+(``approval_problem``). A receipt for an approval-gated write is trusted only when it binds the
+approval digest, a commit time no later than that approval's expiry, and the business object;
+otherwise the run freezes for review (``receipt_trust_problem``). A restored checkpoint's
+approval and decision MACs are verified before anything else (``evidence_verify``).
+
+Pure checks: granting and denying approvals is ``runtime.approvals``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from runtime.core.checkpoint import PendingAction, Receipt, RunState
+from runtime.core.evidence import approval_digest, approval_mismatch, approval_verify, decision_verify
+from runtime.core.ledger import state_ledger
+from runtime.core.signing import TrustRoot
+from runtime.keys import keyring_for
+
+
+def evidence_verify(state: RunState) -> None:
+    """Verify every approval and decision MAC held in a restored checkpoint.
+
+    DESIGN.md section 6: restoring a run that holds approval evidence or signed decisions without
+    the matching trust roots fails closed.
+
+    Raises:
+        KeyringError: the approval or reviewer keyring is not configured.
+        UnknownKeyError / BadSignatureError: evidence signed by an unknown key or altered.
+    """
+    approvals = []
+    if state.pending is not None:
+        approvals = [*state.pending.sealed_approvals]
+        if state.pending.approval is not None:
+            approvals.append(state.pending.approval)
+    if approvals:
+        ring = keyring_for(TrustRoot.APPROVAL)
+        for evidence in approvals:
+            approval_verify(evidence, ring)
+    decisions = [c.decision for c in state.review_cases if c.decision is not None]
+    if decisions:
+        ring = keyring_for(TrustRoot.REVIEWER)
+        for decision in decisions:
+            decision_verify(decision, ring)
+
+
+def approval_problem(*, pending: PendingAction, state: RunState, observation: Any,
+                     now: datetime | None = None) -> str | None:
+    """Why the pending write's approval cannot authorise execution now, or None if it can.
+
+    Checks, in order: present, nonce unused, bound to this run/key/intent and to the observed
+    environment instance, fingerprint and version (not only the version: DESIGN.md section 7),
+    not expired. Returns ``"expired"`` exactly when expiry is the only problem.
+    """
+    evidence = pending.approval
+    if evidence is None:
+        return "no approval given"
+    if state_ledger(state).nonce_consumed(evidence.nonce):
+        return "approval nonce already used"
+    field = approval_mismatch(
+        evidence,
+        run_id=state.identity.run_id,
+        idempotency_key=pending.idempotency_key,
+        intent_digest=pending.intent_digest,
+        environment_instance_id=observation.instance_id,
+        environment_fingerprint=observation.state_fingerprint,
+        environment_version=observation.version,
+    )
+    if field is not None:
+        return f"approval is bound to another {field}"
+    if evidence.expires_at <= (now or datetime.now(UTC)):
+        return "expired"
+    return None
+
+
+def receipt_trust_problem(*, pending: PendingAction, receipt: Receipt) -> str | None:
+    """For an approval-gated write, why ``receipt`` cannot be trusted as approved, or None."""
+    if not pending.requires_approval:
+        return None
+    approvals = [a for a in (*pending.sealed_approvals, pending.approval) if a is not None]
+    if not approvals:
+        return "the adapter holds a receipt for a write that needs approval, but none was ever given"
+    if receipt.approval_digest is None or receipt.committed_at is None or not receipt.business_object:
+        return "receipt does not bind the approval digest, commit time and business object"
+    matching = [a for a in approvals if approval_digest(a) == receipt.approval_digest]
+    if not matching:
+        return "receipt is bound to an approval this run never issued"
+    if receipt.committed_at > matching[0].expires_at:
+        return "the write committed after its approval had expired"
+    return None

@@ -1,0 +1,156 @@
+"""Checkpoint commit, seal and restore at several ledger sizes (DESIGN.md sections 3, 3.1 and 4).
+
+For each level ``N`` of :attr:`BenchSizes.write_levels` a run is created whose receipts ledger
+holds ``N`` executed git writes (recorded in batches, as the engine would one at a time), and
+whose state has the next write pending. Then, against the same floor:
+
+* **commit**: ``checkpoint_commit`` of that state with one ``write.executed`` event, the
+  engine's commonest commit; the first three are warm-ups;
+* **seal**: validate + canonical JSON + HMAC alone, to split a commit into signing and database;
+* **restore**: ``checkpoint_restore`` (verify + load) of the committed checkpoint;
+* the **counts** of one commit and one restore (statements, round trips, durable transactions).
+
+Issue 9's goal is that commit and restore do not grow with ``N``: the 3,000-write ones within
+1.2x of the 0-write ones (:mod:`runtime.bench.targets`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from runtime.bench.counting import DatabaseCounter, count_of
+from runtime.bench.report import BenchReport, Ratio, latency_metric
+from runtime.bench.sizes import BenchSizes
+from runtime.bench.state import realistic_state, realistic_write
+from runtime.checkpoints import checkpoint_commit, checkpoint_restore, run_create
+from runtime.core.checkpoint import RunState
+from runtime.core.envelope import seal
+from runtime.core.ledger import state_ledger
+from runtime.core.signing import TrustRoot
+from runtime.errors import BenchmarkError
+from runtime.keys import keyring_for
+from runtime.leases import Lease
+
+LEDGER_BATCH = 250
+"""Executed writes recorded per setup commit (setup only; never timed)."""
+
+
+def _restore(state: RunState):  # noqa: ANN202 - runtime.checkpoint_checks.Restored
+    ident = state.identity
+    return checkpoint_restore(run_id=ident.run_id, scenario_fingerprint=ident.scenario_fingerprint,
+                              task_version=ident.task_version, policy_version=ident.policy_version,
+                              versions=state.versions)
+
+
+def _run_with_ledger(writes: int) -> tuple[RunState, Lease, int]:
+    """A run whose ledger holds ``writes`` executed writes; returns its restored state, the
+    lease and the committed generation."""
+    state = realistic_state(executed=writes)
+    created = run_create(state=state, worker="bench-checkpoint", ttl_seconds=3600.0,
+                         spec={"bench": "checkpoint"}, events=[("run.started", {"bench": True})])
+    lease, generation = created.lease, created.generation
+    run_id = state.identity.run_id
+    for start in range(0, writes, LEDGER_BATCH):
+        restored = _restore(state)
+        state = restored.state
+        ledger = state_ledger(state)
+        for cursor in range(start, min(writes, start + LEDGER_BATCH)):
+            ledger.record_executed(realistic_write(run_id=run_id, cursor=cursor))
+        result = checkpoint_commit(lease=lease, state=state, expected_generation=generation)
+        lease, generation = result.lease, result.generation
+    restored = _restore(state)
+    if restored.state.ledger.length != writes:
+        raise BenchmarkError("the ledger does not hold the writes recorded in it",
+                             run_id=run_id, length=restored.state.ledger.length, writes=writes)
+    return restored.state, lease, generation
+
+
+def _level(*, report: BenchReport, writes: int, samples: int, floor_ms: float) -> None:
+    state, lease, generation = _run_with_ledger(writes)
+    run_id = state.identity.run_id
+    last = realistic_write(run_id=run_id, cursor=max(writes - 1, 0))
+    # One event per commit, as the engine's write.executed carries: the receipt and its digests.
+    event = ("write.executed", {"idempotency_key": last.idempotency_key,
+                                "receipt": last.receipt.model_dump(mode="json"),
+                                "receipt_fingerprint": last.receipt_fingerprint})
+    counter = DatabaseCounter()
+    commits: list[float] = []
+    commit_counts = []
+    with counter.installed():
+        for i in range(samples + 3):
+            before = counter.snapshot()
+            started = time.perf_counter()
+            result = checkpoint_commit(lease=lease, state=state, expected_generation=generation,
+                                       events=[event])
+            elapsed = time.perf_counter() - started
+            lease, generation = result.lease, result.generation
+            if i >= 3:  # the first commits warm caches and connections
+                commits.append(elapsed)
+                commit_counts.append(counter.snapshot().minus(before))
+    keyring = keyring_for(TrustRoot.CHECKPOINT)
+    seals: list[float] = []
+    raw = b""
+    for _ in range(samples):
+        started = time.perf_counter()
+        raw, _envelope = seal(state, generation=generation + 1, keyring=keyring)
+        seals.append(time.perf_counter() - started)
+    restores: list[float] = []
+    restore_counts = []
+    with counter.installed():
+        for _ in range(samples):
+            before = counter.snapshot()
+            started = time.perf_counter()
+            restored = _restore(state)
+            restores.append(time.perf_counter() - started)
+            restore_counts.append(counter.snapshot().minus(before))
+            if restored.generation != generation:
+                raise BenchmarkError("restore returned another generation than the last commit",
+                                     run_id=run_id, generation=restored.generation)
+    commit = latency_metric(f"checkpoint_commit_ms_at_{writes}",
+                            f"checkpoint commit, {writes} executed writes in the ledger", commits,
+                            floor_ms=floor_ms)
+    sealed = latency_metric(f"checkpoint_seal_ms_at_{writes}",
+                            f"  of which seal alone (validate + sign), {writes} writes", seals,
+                            floor_ms=floor_ms)
+    report.metrics += [
+        commit, sealed,
+        latency_metric(f"checkpoint_restore_ms_at_{writes}",
+                       f"checkpoint restore (verify + load), {writes} writes", restores,
+                       floor_ms=floor_ms),
+    ]
+    report.counts += [
+        count_of(f"per_checkpoint_advance_at_{writes}",
+                 f"one checkpoint advance (commit), {writes} writes in the ledger", commit_counts),
+        count_of(f"per_checkpoint_restore_at_{writes}",
+                 f"one checkpoint restore, {writes} writes in the ledger", restore_counts),
+    ]
+    share = sealed.median / commit.median
+    report.ratios.append(Ratio(
+        name=f"seal_share_of_commit_at_{writes}",
+        label=f"seal / checkpoint commit, {writes} writes", value=share,
+        note=(f"{share:.0%} validate + sign, {1 - share:.0%} database "
+              "(fence, append, HWM CAS, ledger, trace)"),
+    ))
+    report.facts[f"checkpoint_envelope_bytes_at_{writes}"] = len(raw)
+
+
+def checkpoints_measure(*, report: BenchReport, sizes: BenchSizes, floor_ms: float) -> None:
+    """Measure commit, seal and restore at every level of ``sizes.write_levels`` and append the
+    latencies (with their ratio to ``floor_ms``), counts, seal shares and envelope sizes to
+    ``report``; then the flatness ratios (largest level over the smallest).
+
+    Raises:
+        BenchmarkError: the ledger did not take the writes, or a restore returned another
+            generation than the last commit.
+    """
+    levels = sorted(set(sizes.write_levels))
+    for writes in levels:
+        _level(report=report, writes=writes, samples=sizes.samples_at(writes), floor_ms=floor_ms)
+    if len(levels) > 1:
+        low, high = levels[0], levels[-1]
+        for what in ("commit", "restore"):
+            value = (report.metric(f"checkpoint_{what}_ms_at_{high}").median
+                     / report.metric(f"checkpoint_{what}_ms_at_{low}").median)
+            report.ratios.append(Ratio(
+                name=f"checkpoint_{what}_growth", label=f"checkpoint {what}: {high} / {low} writes",
+                value=value, note="1.0 = flat: the cost does not grow with the run"))

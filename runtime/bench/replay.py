@@ -1,0 +1,167 @@
+"""Step throughput: a git-history replay through Ratchet against a plain ``git commit`` loop."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from runtime.adapters.base import Observation
+from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
+from runtime.bench.history import COMMITTER, git
+from runtime.bench.report import BenchReport, Ratio, rate_metric
+from runtime.bench.sizes import BenchSizes
+from runtime.core.canonical import DigestKind, digest, digest_bytes
+from runtime.core.checkpoint import Phase
+from runtime.engine import StepReport, run_advance, run_start
+from runtime.errors import BenchmarkError
+from runtime.models import TraceEvent
+from runtime.planners.base import Done
+from runtime.planners.git_history import GitHistoryPlanner
+from runtime.planners.git_replay_target import clone_at_base
+
+
+def _prune_empty_parents(root: Path, path: Path) -> None:
+    parent = path.parent
+    while parent != root and parent.is_dir() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
+def plain_git_replay(*, source: Path, commits: int, target: Path) -> float:
+    """Make the same commits without Ratchet; return the seconds the commit loop took.
+
+    The same planner proposes the same actions (reading the source's diffs and blobs); each is
+    written to files by hand and committed with ``git add -A`` and ``git commit``. No checkpoint,
+    no receipt, no fencing: the baseline that exactly-once is compared against. The clone at the
+    base is made before the clock starts.
+
+    Raises:
+        BenchmarkError: git failed, or the loop's tree differs from the source tip's.
+    """
+    planner = GitHistoryPlanner(source=source, range=f"last:{commits}")
+    state = planner.init_state()
+    clone_at_base(source=source, base=str(state["base"]), target=target)
+    blobs: dict[str, bytes] = {}
+
+    def put(data: bytes) -> str:
+        key = digest_bytes(data)
+        blobs[key] = data
+        return key
+
+    seen = Observation(instance_id="plain", version="v0", kind="git",
+                       state_fingerprint=digest(DigestKind.ENVIRONMENT, {"plain": True}))
+    started = time.perf_counter()
+    for cursor in range(commits):
+        action = planner.propose(cursor=cursor, planner_state=state, observation=seen, put_blob=put)
+        if isinstance(action, Done):
+            raise BenchmarkError("the planner stopped early", cursor=cursor)
+        params: dict[str, Any] = dict(action.params)
+        for change in params["changes"]:
+            file = target / change["path"]
+            if change["op"] == "delete":
+                file.unlink()
+                _prune_empty_parents(target, file)
+            else:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                file.write_bytes(blobs[change["content"]])
+                file.chmod(0o755 if change["executable"] else 0o644)
+        git(target, "add", "-A")
+        git(target, "commit", "-q", "--allow-empty", "--cleanup=verbatim", "-F", "-",
+            input=str(params["message"]).encode(), GIT_AUTHOR_NAME=str(params["author_name"]),
+            GIT_AUTHOR_EMAIL=str(params["author_email"]),
+            GIT_AUTHOR_DATE=str(params["author_date"]), **COMMITTER)
+    elapsed = time.perf_counter() - started
+    tip_tree = git(source, "rev-parse", f"{state['tip']}^{{tree}}").strip()
+    if git(target, "rev-parse", "HEAD^{tree}").strip() != tip_tree:
+        raise BenchmarkError("the plain git loop produced another tree than the source tip")
+    return elapsed
+
+
+def replay_measure(*, report: BenchReport, sizes: BenchSizes, source: Path, task: Path,
+                   work: Path) -> None:
+    """Replay ``task`` (``source``'s last ``sizes.commits`` commits) with ``run_advance`` and
+    the same commits with :func:`plain_git_replay`, ``sizes.repeat`` times each; append the
+    throughputs, their ratio and the trace events per run to ``report``.
+
+    Args:
+        report: the report to add to.
+        sizes: ``commits`` per replay, ``repeat`` replays.
+        source: the repository :func:`runtime.bench.history.build_source_history` built.
+        task: the replay task :func:`runtime.bench.history.write_replay_task` wrote for it.
+        work: where the plain loop's clones go (``plain-<i>``).
+
+    Raises:
+        BenchmarkError: a replay did not complete every write, or the plain loop failed.
+    """
+    ratchet: list[float] = []
+    plain: list[float] = []
+    events: list[int] = []
+    for i in range(sizes.repeat):
+        run_id = run_start(spec_path=task, worker="bench-replay")
+        if i == 0:
+            # Counted once, in its own replay: counting never slows a timed one.
+            _count_steps(report=report, run_id=run_id)
+            run_id = run_start(spec_path=task, worker="bench-replay")
+        started = time.perf_counter()
+        outcome = run_advance(run_id=run_id, worker="bench-replay")
+        ratchet.append(time.perf_counter() - started)
+        if outcome.phase != Phase.COMPLETED or outcome.cursor != sizes.commits:
+            raise BenchmarkError(
+                f"the replay ended in {outcome.phase} after {outcome.cursor} writes",
+                run_id=run_id)
+        events.append(TraceEvent.objects.filter(run_id=run_id).count())
+        plain.append(plain_git_replay(source=source, commits=sizes.commits,
+                                      target=work / f"plain-{i}"))
+    n = sizes.commits
+    report.metrics += [
+        rate_metric("replay_writes_per_second", f"step throughput: replay of {n} commits",
+                    "writes/s", [n / s for s in ratchet]),
+        rate_metric("replay_ms_per_write", "  per exactly-once write (2 checkpoints each)", "ms",
+                    [s * 1000.0 / n for s in ratchet]),
+        rate_metric("git_ms_per_commit", "  plain `git commit` loop, per commit", "ms",
+                    [s * 1000.0 / n for s in plain]),
+    ]
+    overhead = statistics.median(ratchet) / statistics.median(plain)
+    report.facts["replay_commits"] = n
+    report.ratios.append(Ratio(
+        name="replay_vs_plain_git", label="replay / plain git commit loop", value=overhead,
+        note="x the time: what exactly-once (checkpoints, receipts, fencing, trace) costs",
+    ))
+    report.facts["trace_events_per_replay_run"] = statistics.median(events)
+
+
+def _count_steps(*, report: BenchReport, run_id: str) -> None:
+    """Drive ``run_id`` to the end counting the database work of every step; append the counts
+    per checkpoint advance (one engine step: one commit) and per write action (propose +
+    execute of one write, end to end) to ``report``.
+
+    Raises:
+        BenchmarkError: the run did not complete.
+    """
+    counter = DatabaseCounter()
+    steps: list[DatabaseCounts] = []
+    writes: list[DatabaseCounts] = []
+    marks = {"step": counter.snapshot(), "write": counter.snapshot()}
+    cursor = [0]
+
+    def on_step(step: StepReport) -> None:
+        now = counter.snapshot()
+        steps.append(now.minus(marks["step"]))
+        marks["step"] = now
+        if step.cursor > cursor[0]:  # this step finished a write
+            writes.append(now.minus(marks["write"]))
+            marks["write"], cursor[0] = now, step.cursor
+
+    with counter.installed():
+        outcome = run_advance(run_id=run_id, worker="bench-replay-counted", on_step=on_step)
+    if outcome.phase != Phase.COMPLETED or not writes:
+        raise BenchmarkError(f"the counted replay ended in {outcome.phase}", run_id=run_id)
+    # The first write also pays the lease, the restore and the first observation: left out.
+    report.counts += [
+        count_of("per_engine_step", "one engine step (= one checkpoint advance), replay",
+                 steps[1:] or steps),
+        count_of("per_write_action", "one write action end to end (propose + execute), replay",
+                 writes[1:] or writes),
+    ]

@@ -1,0 +1,50 @@
+"""Trace verification time per 1,000 events (DESIGN.md section 8)."""
+
+from __future__ import annotations
+
+import time
+
+from django.db import transaction
+
+from runtime.bench.report import BenchReport, latency_metric
+from runtime.bench.sizes import BenchSizes
+from runtime.bench.state import realistic_state, realistic_write
+from runtime.checkpoints import run_create
+from runtime.errors import BenchmarkError
+from runtime.models import Run
+from runtime.trace import trace_append_txn, trace_verify
+
+
+def trace_measure(*, report: BenchReport, sizes: BenchSizes) -> None:
+    """Append ``sizes.trace_events`` events to a new run's trace, then time ``trace_verify`` of
+    it at least three times; append the time per 1,000 events to ``report``.
+
+    Raises:
+        BenchmarkError: the chain does not verify.
+    """
+    state = realistic_state(executed=0)
+    run_create(state=state, worker="bench-trace", ttl_seconds=3600.0)
+    run_id = state.identity.run_id
+    receipt = realistic_write(run_id=run_id, cursor=0).receipt.model_dump(mode="json")
+    left, seq = sizes.trace_events, 0
+    while left > 0:
+        # Appended in batches under the run row lock: how they got there does not change what
+        # verifying them costs, and single appends would make setup dominate the bench.
+        with transaction.atomic():
+            Run.objects.select_for_update().filter(run_id=run_id).exists()
+            for _ in range(min(500, left)):
+                seq += 1
+                trace_append_txn(run_id=run_id, event_type="write.executed",
+                                 payload={"n": seq, "receipt": receipt},
+                                 environment_version=receipt["environment_version_after"])
+                left -= 1
+    per_thousand: list[float] = []
+    for _ in range(max(3, sizes.repeat)):
+        started = time.perf_counter()
+        chain = trace_verify(run_id=run_id)
+        elapsed = time.perf_counter() - started
+        if not chain.ok:
+            raise BenchmarkError(f"the trace does not verify: {chain.reason}", run_id=run_id)
+        per_thousand.append(elapsed / chain.count * 1000.0)
+    report.metrics.append(latency_metric("trace_verify_ms_per_1000_events",
+                                         "trace verify, per 1,000 events", per_thousand))

@@ -1,0 +1,155 @@
+"""The demo's scenarios: one run per state the dashboard shows, and the replay task of each.
+
+===================  =========================================================================
+scenario             how it is reached
+===================  =========================================================================
+completed            a two-commit replay driven to the end (verifier passed)
+running              a seven-commit replay left to the Celery worker (it completes on its own)
+awaiting_approval    ``approval_risks = ["low"]``: the first commit waits for an operator
+approval_expired     approved with a one-second approval, which expired before the write ran
+receipt_conflict     the pending key was used by another caller for a different commit (same
+                     files, another message): frozen in needs_review with a review case
+failed               the policy allows only ``write_file``, so the first ``commit`` is refused
+===================  =========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One demo run: replay the source's first-parent commits after ``HEAD~base`` up to
+    ``HEAD~tip``; ``approval_risks`` and ``allowed_actions`` go into the task's policy."""
+
+    name: str
+    base: int
+    tip: int
+    approval_risks: tuple[str, ...] = ()
+    allowed_actions: tuple[str, ...] = ("commit",)
+    description: str = ""
+
+
+SCENARIOS = (
+    Scenario("completed", 4, 2, description="replayed to the end; the verifier passed"),
+    Scenario("running", 7, 0, description="a longer replay the worker is driving"),
+    Scenario(
+        "awaiting_approval",
+        1,
+        0,
+        approval_risks=("low",),
+        description="its first commit waits for an operator's approval",
+    ),
+    Scenario(
+        "approval_expired",
+        2,
+        1,
+        approval_risks=("low",),
+        description="approved for one second; the approval expired before the write",
+    ),
+    Scenario(
+        "receipt_conflict",
+        3,
+        1,
+        description="another caller used the pending key for a different commit",
+    ),
+    Scenario(
+        "failed",
+        1,
+        0,
+        allowed_actions=("write_file",),
+        description="the policy does not allow commits, so the first one is refused",
+    ),
+)
+"""Every scenario, in the order they are seeded."""
+
+MIN_COMMITS = max(s.base for s in SCENARIOS) + 1
+"""First-parent commits the source needs (``HEAD~7`` must exist)."""
+
+TASK_TEMPLATE = """\
+# Demo scenario "{name}": {description}.
+# Written by `manage.py demo`; replays {base_rev}..{tip_rev} of {source_name}.
+
+[task]
+id = "demo-{name_dashed}"
+version = "1"
+
+[versions]
+model = "none"
+prompt = "none"
+rules = "replay-v1"
+tool_schema = "git-commit-v1"
+
+[policy]
+id = "demo-{name_dashed}"
+version = "1"
+allowed_actions = {allowed_actions}
+allowed_paths = ["**"]
+permissions = ["git.commit"]
+approval_risks = {approval_risks}
+
+[policy.budgets]
+proposals = 40
+steps = 40
+wall_seconds = 900
+cost_micros = 0
+
+[environment]
+adapter = "git"
+target = "../targets/{name}"
+setup = "clone-at-base"
+
+[planner]
+kind = "git-history"
+source = {source}
+range = "{base_rev}..{tip_rev}"
+risk = "low"
+
+[verifier]
+kind = "tree-equals-source"
+"""
+
+
+
+def _toml_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+def task_write(*, scenario: Scenario, source: Path, workdir: Path, revs: dict[int, str]) -> Path:
+    """Write the scenario's task spec to ``<workdir>/tasks/<name>.toml`` and return its path."""
+    path = workdir / "tasks" / f"{scenario.name}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        TASK_TEMPLATE.format(
+            name=scenario.name,
+            name_dashed=scenario.name.replace("_", "-"),
+            description=scenario.description,
+            source=json.dumps(str(source)),
+            source_name=source.name,
+            base_rev=revs[scenario.base],
+            tip_rev=revs[scenario.tip],
+            allowed_actions=_toml_list(scenario.allowed_actions),
+            approval_risks=_toml_list(scenario.approval_risks),
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+def conflicting_commit(action_params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters of a *different* commit with the same file changes: another caller's message.
+
+    Used to stage a receipt conflict (DESIGN.md section 6): same idempotency key, different
+    intent digest. Because the files are the same, a reviewer's replan can still finish with
+    the replayed tree equal to the source's.
+    """
+    return {
+        **action_params,
+        "message": "Not what the plan said: another caller reused this key\n",
+        "author_name": "Another Caller",
+        "author_email": "other@example.invalid",
+    }

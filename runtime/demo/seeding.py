@@ -1,0 +1,198 @@
+"""Seeding the demo: drive one run per scenario into its state through the real services.
+
+Seeding is idempotent: the run ids go to ``<workdir>/seeded.json`` and a second call returns them
+without starting new runs while those runs still exist.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kombu.exceptions import OperationalError
+
+import runtime.dispatch
+from runtime.adapters.factory import open_adapter
+from runtime.approvals import approval_grant, approvals_waiting
+from runtime.attachments import attachment_get
+from runtime.checkpoints import checkpoint_verify
+from runtime.core.checkpoint import Action
+from runtime.demo.scenarios import MIN_COMMITS, SCENARIOS, conflicting_commit, task_write
+from runtime.engine import run_advance, run_start
+from runtime.errors import DemoSetupError, RatchetError
+from runtime.models import Run
+from runtime.planners.git_source import rev_parse_commit, run_git
+
+log = logging.getLogger("runtime.demo")
+
+MARKER = "seeded.json"
+"""The file under the workdir that records the seeded run ids (scenario name -> run id)."""
+
+
+@dataclass(frozen=True)
+class DemoSeed:
+    """What :func:`demo_seed` did: ``runs`` maps scenario name to run id; ``created`` is False
+    when the runs of an earlier seeding were found and reused."""
+
+    runs: dict[str, str]
+    created: bool
+
+
+def _revisions(source: Path) -> dict[int, str]:
+    try:
+        count = int(run_git(source, "rev-list", "--first-parent", "--count", "HEAD").strip())
+    except (RatchetError, ValueError) as exc:
+        raise DemoSetupError(f"cannot read the history of {source.name}: {exc}") from None
+    if count < MIN_COMMITS:
+        raise DemoSetupError(
+            f"the demo replays up to {MIN_COMMITS - 1} commits back but the repository has "
+            f"{count} first-parent commit(s)",
+            source=source.name,
+        )
+    return {
+        k: rev_parse_commit(source, f"HEAD~{k}")
+        for k in {s.base for s in SCENARIOS} | {s.tip for s in SCENARIOS}
+    }
+
+
+def _existing(workdir: Path) -> dict[str, str] | None:
+    try:
+        runs = json.loads((workdir / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(runs, dict) or set(runs) != {s.name for s in SCENARIOS}:
+        return None
+    if Run.objects.filter(run_id__in=list(runs.values())).count() != len(runs):
+        return None  # the database was reset since: seed again
+    return runs
+
+
+def demo_seed(*, source: Path, workdir: Path, worker: str = "demo-seeder") -> DemoSeed:
+    """Seed one run per :data:`SCENARIOS` entry from ``source``'s history (idempotent).
+
+    Args:
+        source: a git repository with at least :data:`MIN_COMMITS` first-parent commits (the
+            demo uses this repository's root).
+        workdir: where task specs, replay targets and the marker go (``var/demo``).
+        worker: the lease identity the seeding runs use.
+
+    Returns:
+        :class:`DemoSeed` with the run id of every scenario.
+
+    Raises:
+        DemoSetupError: ``source`` is not a repository with enough history, or a scenario did
+            not reach its state (the message names it and the phase it reached instead).
+        RatchetError subclasses from the runtime services (task spec, planner, adapter).
+    """
+    existing = _existing(workdir)
+    if existing is not None:
+        return DemoSeed(runs=existing, created=False)
+    source = source.resolve()
+    revs = _revisions(source)
+    runs: dict[str, str] = {}
+    for scenario in SCENARIOS:
+        spec = task_write(scenario=scenario, source=source, workdir=workdir, revs=revs)
+        runs[scenario.name] = _SEEDERS[scenario.name](spec, worker)
+        log.info("demo: seeded %s as run %s", scenario.name, runs[scenario.name])
+    (workdir / MARKER).write_text(json.dumps(runs, indent=2) + "\n", encoding="utf-8")
+    return DemoSeed(runs=runs, created=True)
+
+
+def _expect(run_id: str, name: str, phase: str, stop_reason: str | None = None) -> None:
+    row = Run.objects.filter(run_id=run_id).values("phase", "stop_reason").first()
+    if row is None or row["phase"] != phase or (stop_reason and row["stop_reason"] != stop_reason):
+        got = f"{row['phase']} ({row['stop_reason']})" if row else "missing"
+        raise DemoSetupError(f"demo scenario {name} should be {phase} but is {got}", run_id=run_id)
+
+
+def _seed_completed(spec: Path, worker: str) -> str:
+    run_id = run_start(spec_path=spec, worker=worker)
+    run_advance(run_id=run_id, worker=worker)
+    _expect(run_id, "completed", "completed")
+    return run_id
+
+
+def _seed_running(spec: Path, worker: str) -> str:
+    run_id = run_start(spec_path=spec, worker=worker)
+    try:
+        runtime.dispatch.run_enqueue(run_id=run_id)  # looked up at call time: stories record it
+    except OperationalError:
+        log.warning("demo: broker unreachable; the sweeper will hand run %s to a worker", run_id)
+    return run_id
+
+
+def _seed_awaiting(spec: Path, worker: str) -> str:
+    run_id = run_start(spec_path=spec, worker=worker)
+    run_advance(run_id=run_id, worker=worker)
+    _expect(run_id, "awaiting_approval", "awaiting_approval")
+    return run_id
+
+
+def _seed_expired(spec: Path, worker: str) -> str:
+    run_id = run_start(spec_path=spec, worker=worker)
+    run_advance(run_id=run_id, worker=worker)
+    _expect(run_id, "approval_expired", "awaiting_approval", "approval_required")
+    waiting = approvals_waiting(run_ids=[run_id])
+    if len(waiting) != 1:
+        raise DemoSetupError("demo scenario approval_expired is not in the approvals queue",
+                             run_id=run_id)
+    try:
+        approval_grant(
+            run_id=run_id,
+            approver="demo-operator",
+            environment_fingerprint=waiting[0].environment_fingerprint,
+            ttl_seconds=1,
+        )
+    except OperationalError:
+        pass  # the grant is committed before the enqueue; the worker is not needed here
+    time.sleep(1.2)  # let the one-second approval expire (approvals are judged by wall clock)
+    run_advance(run_id=run_id, worker=worker)
+    _expect(run_id, "approval_expired", "awaiting_approval", "approval_expired")
+    return run_id
+
+
+def _seed_conflict(spec: Path, worker: str) -> str:
+    run_id = run_start(spec_path=spec, worker=worker)
+    run_advance(run_id=run_id, worker=worker, max_steps=1)
+    _expect(run_id, "receipt_conflict", "pending")
+    pending = checkpoint_verify(run_id=run_id).state.pending
+    if pending is None:
+        raise DemoSetupError("demo scenario receipt_conflict has no pending write", run_id=run_id)
+    other = Action(
+        kind=pending.action.kind,
+        target=pending.action.target,
+        params=conflicting_commit(dict(pending.action.params)),
+        risk=pending.action.risk,
+    )
+    run = Run.objects.get(run_id=run_id)
+    adapter = open_adapter(run.spec["task"]["environment"]["adapter"], Path(run.spec["target"]))
+    adapter.execute(
+        other,
+        idempotency_key=pending.idempotency_key,
+        intent_digest=other.intent_digest(),
+        fencing_token=run.lease_version,
+        blobs=lambda digest: attachment_get(digest=digest),
+    )
+    run_advance(run_id=run_id, worker=worker)
+    _expect(run_id, "receipt_conflict", "needs_review", "receipt_conflict")
+    return run_id
+
+
+def _seed_failed(spec: Path, worker: str) -> str:
+    run_id = run_start(spec_path=spec, worker=worker)
+    run_advance(run_id=run_id, worker=worker)
+    _expect(run_id, "failed", "failed", "policy_violation")
+    return run_id
+
+
+_SEEDERS = {
+    "completed": _seed_completed,
+    "running": _seed_running,
+    "awaiting_approval": _seed_awaiting,
+    "approval_expired": _seed_expired,
+    "receipt_conflict": _seed_conflict,
+    "failed": _seed_failed,
+}

@@ -1,0 +1,145 @@
+"""Driving a run: take the lease, restore, recover, and step until the run stops or freezes.
+
+One step (:func:`run_step`) is one of: an operator's cancel, proposing the next write
+(``runtime.engine.propose``), or executing / reconciling the pending one
+(``runtime.engine.execute``); every step ends in a fenced checkpoint commit. A resume after a
+worker died is a *recovery* and is traced as one (DESIGN.md section 8: recovery metrics).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
+from runtime.core.statemachine import Event
+from runtime.engine.cancel import cancel_requested, run_cancel
+from runtime.engine.credentials import credentials_recheck
+from runtime.engine.execute import pending_execute
+from runtime.engine.freeze import run_freeze
+from runtime.engine.propose import write_propose
+from runtime.engine.recover import environment_recover, run_needs_recovery, waiting_reconcile
+from runtime.errors import AdapterError, EngineError, RunNotFoundError
+from runtime.leases import lease_acquire_waiting, lease_release, lease_renew
+from runtime.models import Run
+from runtime.session import RunSession, default_worker_id, session_open
+from runtime.trace import trace_append
+
+
+@dataclass
+class StepReport:
+    """What one call of :func:`run_advance` did. ``steps`` counts committed checkpoints."""
+
+    run_id: str
+    phase: str
+    stop_reason: str | None
+    steps: int
+    generation: int
+    cursor: int
+    recovered: bool = False
+    events: list[str] = field(default_factory=list)
+
+
+def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None = None,
+                ttl_seconds: float | None = None, wait_seconds: float = 0.0,
+                on_step: Callable[[StepReport], None] | None = None) -> StepReport:
+    """Acquire the lease, restore, recover, and drive the run until it stops or ``max_steps``.
+
+    Args:
+        run_id: the run to drive.
+        worker: this worker's id (defaults to ``runtime.session.default_worker_id``).
+        max_steps: stop after this many committed steps (None: until the run stops or freezes).
+        ttl_seconds: lease time to live in seconds (default ``RATCHET_LEASE_SECONDS``).
+        wait_seconds: if another worker holds the lease, retry for up to this long (seconds).
+        on_step: called after every committed step (progress bars).
+
+    Returns:
+        A :class:`StepReport`. A frozen run (needs_review, awaiting_approval) returns normally.
+
+    Raises:
+        RunNotFoundError, LeaseHeldError (after ``wait_seconds``), LeaseLostError /
+        StaleGenerationError (another worker took over: stop), CheckpointError subclasses
+        (restore failed closed: the run needs a human).
+    """
+    worker = worker or default_worker_id()
+    ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
+    run = Run.objects.filter(run_id=run_id).first()
+    if run is None:
+        raise RunNotFoundError(run_id=run_id)
+    if run.phase in TERMINAL_PHASES:
+        return StepReport(run_id=run_id, phase=run.phase, stop_reason=run.stop_reason or None, steps=0,
+                          generation=run.generation, cursor=-1)
+    lease = lease_acquire_waiting(run_id=run_id, worker=worker, ttl_seconds=ttl, wait_seconds=wait_seconds)
+    recovering = run_needs_recovery(run_id=run_id)
+    started = time.monotonic()
+    if recovering:
+        trace_append(run_id=run_id, event_type="recovery.started", payload={"worker": worker})
+    try:
+        session = session_open(run_id=run_id, worker=worker, lease=lease, ttl=ttl)
+        credentials_recheck(session)  # DESIGN.md section 5.9: before anything executes
+        environment_recover(session)
+    except Exception as exc:
+        if recovering:
+            trace_append(run_id=run_id, event_type="recovery.failed",
+                         payload={"error": type(exc).__name__, "message": str(exc)[:500],
+                                  "duration_seconds": round(time.monotonic() - started, 6)})
+        raise
+    if recovering:
+        trace_append(run_id=run_id, event_type="recovery.succeeded",
+                     payload={"duration_seconds": round(time.monotonic() - started, 6),
+                              "generation": session.generation, "phase": session.state.phase.value})
+    waiting_reconcile(session)
+    while session.state.phase not in TERMINAL_PHASES and session.state.phase not in (
+        Phase.NEEDS_REVIEW, Phase.AWAITING_APPROVAL
+    ):
+        if max_steps is not None and session.steps >= max_steps:
+            break
+        run_step(session)
+        if on_step:
+            on_step(_report(session, recovering))
+    lease_release(lease=session.lease)  # traces "lease.released" in the same transaction
+    return _report(session, recovering)
+
+
+def _report(session: RunSession, recovered: bool) -> StepReport:
+    s = session.state
+    return StepReport(run_id=session.run_id, phase=s.phase.value,
+                      stop_reason=s.stop_reason.value if s.stop_reason else None, steps=session.steps,
+                      generation=session.generation, cursor=s.cursor, recovered=recovered,
+                      events=list(session.events))
+
+
+def run_step(session: RunSession) -> None:
+    """Renew the lease and take one step of a running or pending run.
+
+    Raises:
+        AdapterError: retryable adapter errors only (busy, unavailable); any other adapter error
+            freezes the run for review (fail closed).
+        EngineError: the run is in a phase that cannot be stepped.
+        LeaseLostError / StaleGenerationError: another worker took over; stop.
+    """
+    # Every commit extends the lease in its fenced UPDATE (DESIGN.md section 4.3); a separate
+    # renewal transaction is needed only when no commit did so within the last tenth of the TTL
+    # (so a step still starts with at least 90% of its lease).
+    if time.monotonic() - session.renewed_at > session.ttl / 10:
+        session.lease = lease_renew(lease=session.lease, ttl_seconds=session.ttl)
+        session.renewed_at = time.monotonic()
+    phase = session.state.phase
+    try:
+        if cancel_requested(session):
+            run_cancel(session)
+        elif phase == Phase.RUNNING:
+            write_propose(session)
+        elif phase == Phase.PENDING:
+            pending_execute(session)
+        else:  # pragma: no cover - the loop only calls run_step in running/pending
+            raise EngineError(f"cannot step a run in phase {phase}", run_id=session.run_id)
+    except AdapterError as exc:
+        if exc.retryable:
+            raise  # busy or unavailable: the same step can succeed later (Celery retries)
+        # The adapter refused for a reason a retry cannot fix (invalid action for this state, a
+        # corrupt receipt store, an indeterminate write): fail closed, a human decides.
+        run_freeze(session, Event.ADAPTER_REFUSED, StopReason.ADAPTER_REFUSED, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,150 @@
+"""Proposing the next write: observe, ask the planner, check budget and policy, checkpoint the intent.
+
+The first rows of the crash-window table (DESIGN.md section 5): nothing happens outside the run
+before its intent -- action, intent digest, idempotency key, pre-state and the single expected
+post-state -- is committed in a checkpoint, and a crash before that commit just re-proposes (the
+planner is deterministic). The planner's new state is committed in that same checkpoint, so a
+resume hands the planner exactly the state of the last commit (DESIGN.md section 5.10). A planner
+(or verifier) plug-in that raises, or returns a state that is not bounded JSON, freezes the run
+for review before anything is executed. A write whose risk the policy lists waits for an approval
+with a dry-run diff attached (DESIGN.md section 6); a planner that says done hands over to the
+verifier.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+from runtime.attachments import attachment_blob, attachment_put
+from runtime.core.checkpoint import Action, PendingAction, RunState, StopReason
+from runtime.core.crashpoints import crash_point, register
+from runtime.core.idempotency import derive_key
+from runtime.core.ledger import state_ledger
+from runtime.core.statemachine import Event, transition
+from runtime.engine.complete import run_complete
+from runtime.engine.freeze import run_freeze, run_stop
+from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, PolicyViolationError
+from runtime.planners.base import Done, PlannerStep, planner_state_check
+from runtime.session import RunSession, observation_json, observation_matches, session_commit
+from runtime.taskspec import needs_approval, policy_check
+
+CP_BEFORE_PROPOSE = register("engine.before_propose", "observed, about to ask the planner")
+CP_AFTER_INTENT = register("engine.after_intent_commit", "pending intent checkpointed, no side effect yet")
+
+
+def write_propose(session: RunSession) -> None:
+    """Ask the planner for the next write of a running run and checkpoint its intent.
+
+    Freezes on drift since the last checkpoint; completes the run when the planner is done;
+    stops it when a budget is used up or the action breaks the policy.
+
+    Raises:
+        EngineError: the derived idempotency key is quarantined (the replan epoch did not advance).
+        PlannerError / AdapterError: the planner or the adapter failed.
+        LeaseLostError / StaleGenerationError: from the commit; another worker took over.
+    """
+    state = session.state
+    obs = session.adapter.observe()
+    if obs.instance_id != state.environment.instance_id or not observation_matches(obs, state.environment):
+        run_freeze(session, Event.ENVIRONMENT_DRIFT, StopReason.ENVIRONMENT_DRIFT,
+                   "environment changed outside the run since the last checkpoint",
+                   extra={"observed": observation_json(obs)})
+        return
+    crash_point(CP_BEFORE_PROPOSE)
+    bind_run = getattr(session.planner, "bind_run", None)
+    if callable(bind_run):  # optional hook: a planner that traces its own events (DESIGN.md section 6.7)
+        bind_run(run_id=session.run_id)
+    try:
+        # A copy: the planner must return its new state, never change the committed one in place.
+        answer = session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),
+                                         observation=obs, put_blob=lambda data: attachment_put(
+                                             data=data, row_writes=session.within_commit))
+        proposal, new_state = (answer.proposal, answer.state) if isinstance(answer, PlannerStep) else (
+            answer, state.planner_state)
+        if not isinstance(proposal, Action | Done):
+            raise TypeError(f"propose() returned {type(proposal).__name__}, not an Action, Done or PlannerStep")
+        new_state = planner_state_check(new_state)
+    except ModelBudgetExhaustedError as exc:  # a planner's own budget is a budget, not a failure
+        run_stop(session, Event.BUDGET_EXHAUSTED, StopReason.BUDGET_EXHAUSTED, exc.message, "run.budget_exhausted")
+        return
+    except Exception as exc:  # any planner failure fails closed: nothing is proposed or executed
+        _planner_failed(session, exc)
+        return
+    state.planner_state = new_state
+    if isinstance(proposal, Done):
+        try:
+            run_complete(session, obs, proposal)
+        except PluginError as exc:  # a VerifierError (reference unreachable) stays retryable
+            _planner_failed(session, exc, what="verifier")
+        return
+    exhausted = _budget_exhausted(state)
+    if exhausted:
+        run_stop(session, Event.BUDGET_EXHAUSTED, StopReason.BUDGET_EXHAUSTED, exhausted, "run.budget_exhausted")
+        return
+    state.usage.proposals += 1
+    action = proposal
+    try:
+        policy_check(state.scope, action)
+    except PolicyViolationError as exc:
+        run_stop(session, Event.POLICY_VIOLATION, StopReason.POLICY_VIOLATION, exc.message, "run.policy_violation",
+                 {"action": action.model_dump(mode="json")})
+        return
+    key = derive_key(run_id=session.run_id, cursor=state.cursor, replan_epoch=state.replan_epoch)
+    if state_ledger(state).key_quarantined(key):
+        raise EngineError("derived key is quarantined; the replan epoch did not advance", run_id=session.run_id,
+                          idempotency_key=key)
+    intent = action.intent_digest()
+    expected_post = session.adapter.predict_post_state(action, blobs=attachment_blob)
+    approval = needs_approval(state.scope, action)
+    state.pending = PendingAction(
+        action=action,
+        intent_digest=intent,
+        idempotency_key=key,
+        cursor=state.cursor,
+        replan_epoch=state.replan_epoch,
+        pre_state=state.environment.model_copy(deep=True),
+        expected_post_fingerprint=expected_post,
+        requires_approval=approval,
+        proposed_at=datetime.now(UTC),
+    )
+    payload: dict[str, Any] = {"idempotency_key": key, "intent_digest": intent, "cursor": state.cursor,
+                               "action": action.model_dump(mode="json"), "requires_approval": approval,
+                               "expected_post_fingerprint": expected_post}
+    if approval:
+        diff = session.adapter.dry_run_diff(action, blobs=attachment_blob)
+        payload["dry_run_diff"] = attachment_put(data=diff.encode(), content_type="text/x-diff",
+                                                 row_writes=session.within_commit)
+        state.phase = transition(state.phase, Event.APPROVAL_REQUIRED)
+        state.stop_reason = StopReason.APPROVAL_REQUIRED
+        state.stop_detail = "waiting for a human approval"
+        session_commit(session, ("intent.proposed", payload), ("approval.requested", {"idempotency_key": key}))
+        return
+    state.phase = transition(state.phase, Event.PROPOSE_WRITE)
+    session_commit(session, ("intent.proposed", payload))
+    crash_point(CP_AFTER_INTENT)
+
+
+def _planner_failed(session: RunSession, exc: Exception, *, what: str = "planner") -> None:
+    """Freeze the run for review, naming the plug-in's exception; the state is left as committed."""
+    detail = f"the {what} failed, nothing was executed: {type(exc).__name__}: {str(exc)[:1000]}"
+    # A verifier that gave no verdict has its own stop reason (DESIGN.md section 6.5); the event
+    # is the same plug-in failure: running -> needs_review.
+    reason = StopReason.VERIFIER_ERROR if what == "verifier" else StopReason.PLANNER_FAILED
+    error: dict[str, Any] = {"what": what, "type": type(exc).__name__, "message": str(exc)[:1000]}
+    context = getattr(exc, "context", None)
+    if isinstance(context, dict) and isinstance(context.get("output_digest"), str):
+        error["output_digest"] = context["output_digest"]  # the verifier command's output so far
+    run_freeze(session, Event.PLANNER_FAILED, reason, detail, extra={"plugin_error": error})
+
+
+def _budget_exhausted(state: RunState) -> str | None:
+    u, lim = state.usage, state.limits
+    if u.proposals >= lim.proposals:
+        return f"proposal budget of {lim.proposals} used"
+    if u.steps >= lim.steps:
+        return f"step budget of {lim.steps} used"
+    if u.wall_seconds >= lim.wall_seconds:
+        return f"wall-time budget of {lim.wall_seconds} s used"
+    return None

@@ -1,0 +1,107 @@
+"""Starting a run: prepare and observe the environment, checkpoint generation 1 (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.conf import settings
+
+from runtime.adapters.factory import open_adapter
+from runtime.checkpoints import run_create
+from runtime.core.checkpoint import BudgetLimits, Phase, RunIdentity, RunState, Scope, VersionSet
+from runtime.leases import lease_release
+from runtime.planners.base import planner_state_check
+from runtime.planners.factory import build_planner
+from runtime.plugin_pins import plugin_pins
+from runtime.session import default_worker_id, store_observation
+from runtime.taskspec import load_task_spec, scenario_fingerprint
+
+log = logging.getLogger("runtime.engine")
+
+
+def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: float | None = None,
+              tenant_id: str | None = None) -> str:
+    """Create a run from a task spec file and checkpoint generation 1; returns the run id.
+
+    Prepares the environment if the spec asks for it (a fresh clone at the replay base), observes
+    it, computes the scenario fingerprint over spec + initial state (DESIGN.md section 4), and
+    commits the first checkpoint under a fresh lease, which is released at once: driving the run
+    is ``run_advance``'s job.
+
+    Args:
+        spec_path: the task spec file (TOML or JSON); relative paths in it resolve against its
+            directory.
+        worker: the worker id for the creation lease (default: this process's id).
+        ttl_seconds: lease time to live in seconds (default ``RATCHET_LEASE_SECONDS``).
+        tenant_id: the tenant (default: the spec's).
+
+    Raises:
+        TaskSpecError: the spec file is invalid.
+        PlannerError / AdapterError: the environment cannot be prepared or observed.
+    """
+    spec_file = Path(spec_path).resolve()
+    spec = load_task_spec(spec_file)
+    base_dir = spec_file.parent
+    ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
+    worker = worker or default_worker_id()
+    run_id = uuid.uuid4().hex
+    target = spec.resolve_target(base_dir)
+    if spec.environment.setup != "none":
+        # A prepared environment is new for every run: the run id names its directory.
+        target = target / run_id
+        spec = spec.model_copy(update={"environment": spec.environment.model_copy(update={"target": str(target)})})
+    planner = build_planner(spec, base_dir=base_dir)
+    pins = plugin_pins(spec)  # which code made this run's decisions, checked on every resume
+    planner.prepare_environment(target)
+    adapter = open_adapter(spec.environment.adapter, target, entry=spec.environment.entry,
+                           options=spec.environment.options)
+    obs = adapter.observe()
+    scenario = scenario_fingerprint(spec, obs)
+    env_ref = store_observation(obs, observation_version=1)
+    policy = spec.policy
+    state = RunState(
+        identity=RunIdentity(
+            run_id=run_id,
+            tenant_id=tenant_id or spec.task.tenant,
+            task_id=spec.task.id,
+            task_version=spec.task.version,
+            policy_id=policy.id,
+            policy_version=policy.version,
+            scenario_fingerprint=scenario,
+        ),
+        versions=VersionSet(**spec.versions.model_dump()),
+        phase=Phase.RUNNING,
+        limits=BudgetLimits(**policy.budgets.model_dump()),
+        environment=env_ref,
+        scope=Scope(
+            allowed_actions=list(policy.allowed_actions),
+            allowed_paths=list(policy.allowed_paths),
+            permissions=list(policy.permissions),
+            approval_risks=list(policy.approval_risks),
+            principal=f"agent@{tenant_id or spec.task.tenant}",
+            policy_version=policy.version,
+            preconditions=[],
+        ),
+        planner_state=planner_state_check(planner.init_state()),
+        started_at=datetime.now(UTC),
+    )
+    stored_spec = {
+        "task": spec.model_dump(mode="json"),
+        "base_dir": str(base_dir),
+        "target": str(target),
+        "plugins": pins,
+        "initial": {"instance_id": obs.instance_id, "version": obs.version,
+                    "state_fingerprint": obs.state_fingerprint, "kind": obs.kind},
+    }
+    result = run_create(
+        state=state, worker=worker, ttl_seconds=ttl, spec=stored_spec,
+        events=[("run.started", {"task_id": spec.task.id, "task_version": spec.task.version,
+                                 "scenario_fingerprint": scenario, "environment": env_ref.model_dump(mode="json"),
+                                 "plugins": pins})],
+    )
+    lease_release(lease=result.lease)  # traces "lease.released" in the same transaction
+    log.debug("run %s created at generation %s", run_id, result.generation)
+    return run_id

@@ -1,0 +1,160 @@
+"""The high-water mark store (DESIGN.md section 4, Freshness).
+
+One ``HighWaterMark`` row per ``(task_id, run_id, environment_instance_id)`` holds the committed
+generation and the digest of its envelope bytes, outside the checkpoint. It lives on the database
+alias ``runtime.routers.hwm_alias`` names, which may be its own database
+(``RATCHET_HWM_DATABASE_URL``). Only a compare-and-set (:func:`hwm_advance`) moves it forward;
+the commit protocol in ``runtime.checkpoints`` says when.
+
+Every access fails closed: a missing row, table or database is a
+:class:`HighWaterMarkMissingError`, never "generation 0".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    IntegrityError,
+    OperationalError,
+    ProgrammingError,
+    transaction,
+)
+from django.db.models.functions import Now
+
+from runtime.errors import HighWaterMarkMissingError, RunExistsError, StaleGenerationError
+from runtime.models import HighWaterMark, Run
+from runtime.routers import hwm_alias
+
+HWM_STORE_ERRORS = (OperationalError, ProgrammingError)
+"""A missing table (ProgrammingError on PostgreSQL, OperationalError on SQLite) or an unreachable
+database (OperationalError): the HWM store is missing, so fail closed."""
+
+
+@dataclass(frozen=True)
+class HighWaterMarkInfo:
+    """A run's HWM: committed ``generation`` (0 before the first commit) and its ``digest``."""
+
+    generation: int
+    digest: str
+
+
+def _hwm_scope(run: Run) -> dict[str, str]:
+    return {
+        "task_id": run.task_id,
+        "run_id": run.run_id,
+        "environment_instance_id": run.environment_instance_id,
+    }
+
+
+def hwm_read(*, run: Run) -> HighWaterMarkInfo:
+    """The HWM of ``run`` (its scope comes from the run row's identity columns).
+
+    Inside an open transaction on the HWM alias the read runs in a savepoint, so a missing table
+    does not poison the caller's PostgreSQL transaction.
+
+    Raises:
+        HighWaterMarkMissingError: the HWM row, table or database is missing.
+    """
+    alias = hwm_alias()
+    query = (
+        HighWaterMark.objects.using(alias)
+        .filter(**_hwm_scope(run))
+        .values("generation", "checkpoint_digest")
+    )
+    try:
+        if transaction.get_connection(alias).in_atomic_block:
+            with transaction.atomic(using=alias):
+                row = query.first()
+        else:
+            row = query.first()
+    except HWM_STORE_ERRORS as exc:
+        raise HighWaterMarkMissingError(
+            f"the high-water mark store is unavailable ({type(exc).__name__}): failing closed",
+            run_id=run.run_id,
+            alias=alias,
+        ) from None
+    if row is None:
+        raise HighWaterMarkMissingError(
+            run_id=run.run_id,
+            task_id=run.task_id,
+            environment_instance_id=run.environment_instance_id,
+        )
+    return HighWaterMarkInfo(generation=row["generation"], digest=row["checkpoint_digest"])
+
+
+def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> None:
+    """Compare-and-set the HWM of ``run`` from ``expected`` to ``generation`` with ``digest``.
+
+    On the default alias this runs inside the caller's transaction and commits (or rolls back)
+    with the caller's fence; on a separate HWM database it commits here, and that commit is the
+    commit point of the checkpoint (see ``runtime.checkpoints``).
+
+    Args:
+        run: the run row (its identity columns name the HWM scope).
+        expected: the generation the caller restored or last committed.
+        generation: the new generation (``expected + 1``).
+        digest: ``sha256:<hex>`` of the stored envelope bytes of ``generation``.
+
+    Raises:
+        StaleGenerationError: the HWM is not at ``expected`` (another commit got there first).
+        HighWaterMarkMissingError: the HWM row, table or database is missing; nothing committed.
+    """
+    alias = hwm_alias()
+    scope = HighWaterMark.objects.using(alias).filter(**_hwm_scope(run))
+
+    def cas() -> None:
+        updated = scope.filter(generation=expected).update(
+            generation=generation, checkpoint_digest=digest, updated_at=Now()
+        )
+        if updated == 1:
+            return
+        current = scope.values_list("generation", flat=True).first()
+        if current is None:
+            raise HighWaterMarkMissingError(run_id=run.run_id, generation=generation)
+        raise StaleGenerationError(
+            run_id=run.run_id, expected_generation=expected, hwm_generation=current
+        )
+
+    try:
+        if alias == DEFAULT_DB_ALIAS:
+            cas()  # inside the caller's transaction: commits (or rolls back) with the fence
+        else:
+            with transaction.atomic(using=alias):
+                cas()  # commits here: the commit point
+    except HWM_STORE_ERRORS as exc:
+        raise HighWaterMarkMissingError(
+            f"the high-water mark store is unavailable ({type(exc).__name__}): nothing committed",
+            run_id=run.run_id,
+            alias=alias,
+        ) from None
+
+
+def hwm_create(*, run_id: str, task_id: str, environment_instance_id: str) -> None:
+    """Create the HWM row of a new run at generation 0 (no checkpoint committed yet).
+
+    Raises:
+        RunExistsError: a high-water mark for this scope already exists.
+        HighWaterMarkMissingError: the HWM table or database is missing.
+    """
+    alias = hwm_alias()
+    try:
+        with transaction.atomic(using=alias):
+            HighWaterMark.objects.using(alias).create(
+                task_id=task_id,
+                run_id=run_id,
+                environment_instance_id=environment_instance_id,
+                generation=0,
+                checkpoint_digest="",
+            )
+    except IntegrityError:
+        raise RunExistsError(
+            "a high-water mark for this run already exists", run_id=run_id
+        ) from None
+    except HWM_STORE_ERRORS as exc:
+        raise HighWaterMarkMissingError(
+            f"the high-water mark store is unavailable ({type(exc).__name__})",
+            run_id=run_id,
+            alias=alias,
+        ) from None
