@@ -29,6 +29,7 @@ from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, 
 from runtime.planners.base import Done, PlannerStep, planner_state_check
 from runtime.session import RunSession, observation_json, observation_matches, session_commit
 from runtime.taskspec import needs_approval, policy_check
+from runtime.trace import trace_append
 
 CP_BEFORE_PROPOSE = register("engine.before_propose", "observed, about to ask the planner")
 CP_AFTER_INTENT = register("engine.after_intent_commit", "pending intent checkpointed, no side effect yet")
@@ -55,7 +56,10 @@ def write_propose(session: RunSession) -> None:
     crash_point(CP_BEFORE_PROPOSE)
     bind_run = getattr(session.planner, "bind_run", None)
     if callable(bind_run):  # optional hook: a planner that traces its own events (DESIGN.md section 6.7)
-        bind_run(run_id=session.run_id)
+        run_id = session.run_id
+        bind_run(run_id=run_id, get_blob=attachment_blob,
+                 trace=lambda event_type, payload: trace_append(run_id=run_id, event_type=event_type,
+                                                                payload=payload))
     try:
         # A copy: the planner must return its new state, never change the committed one in place.
         answer = session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),

@@ -13,6 +13,6 @@ A package marker only; import from the modules themselves:
   ``chat_tools_replies`` (recording and replay), ``chat_tools_pins``, ``chat_tools_budget``,
   ``chat_tools_client`` (the ``openai`` request) and ``chat_tools_options``.
 
-Framework-free: nothing here imports Django, except :mod:`runtime.planners.chat_tools`, which
-reads recorded replies from the attachment store and appends its events to the run's trace.
+Framework-free: nothing here imports Django. The chat-tools planner reads recorded replies and
+appends its events through callables the engine binds (``bind_run``), not through the stores.
 """

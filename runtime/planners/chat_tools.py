@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.attachments import attachment_blob
 from runtime.core.canonical import canonical_json
 from runtime.core.crashpoints import crash_point, register
 from runtime.errors import ModelAuthError, ModelReplyError, PlannerError, PlannerStateError
@@ -35,7 +34,6 @@ from runtime.planners.chat_tools_options import ChatToolsOptions
 from runtime.planners.chat_tools_pins import pins_check, pins_make, prompt_digest
 from runtime.planners.chat_tools_replies import GetBlob, parse_reply, recorded, transcript_get, transcript_put
 from runtime.planners.chat_tools_tools import call_to_proposal, toolset_for
-from runtime.trace import trace_append
 
 if TYPE_CHECKING:
     from runtime.adapters.base import Observation
@@ -76,7 +74,7 @@ class ChatToolsPlanner:
         self._pins = pins_make(model=self._endpoint.model,
                                prompt=prompt_digest(system_prompt=options.system_prompt, task=options.task),
                                tool_schema=self._toolset.digest)
-        self._get_blob = get_blob or attachment_blob
+        self._get_blob: GetBlob = get_blob or _unbound_blob
         self._trace = trace
         self._run_id: str | None = None
         self._ask = ask or model_ask
@@ -87,9 +85,20 @@ class ChatToolsPlanner:
         """The versions this process would use: ``{"model", "prompt", "tool_schema"}``."""
         return dict(self._pins)
 
-    def bind_run(self, *, run_id: str) -> None:
-        """Name the run whose trace receives this planner's events (called by the engine)."""
+    def bind_run(self, *, run_id: str, trace: Trace | None = None, get_blob: GetBlob | None = None) -> None:
+        """Bind the run this planner proposes for (called by the engine before each proposal).
+
+        Args:
+            run_id: the run whose trace receives this planner's events.
+            trace: ``(event_type, payload)`` appender for that run's trace; the engine passes one so
+                this framework-free module never imports the trace store.
+            get_blob: reads a content-addressed attachment by digest (recorded replies).
+        """
         self._run_id = run_id
+        if trace is not None:
+            self._trace = trace
+        if get_blob is not None and self._get_blob is _unbound_blob:
+            self._get_blob = get_blob
 
     def init_state(self) -> PlannerState:
         """``{"kind", "pins", "usage", "cursor": -1, "reply": None, "transcript": None}``."""
@@ -204,8 +213,11 @@ class ChatToolsPlanner:
     def _event(self, event_type: str, payload: Mapping[str, Any]) -> None:
         if self._trace is not None:
             self._trace(event_type, payload)
-        elif self._run_id is not None:
-            trace_append(run_id=self._run_id, event_type=event_type, payload=payload)
+
+
+def _unbound_blob(digest: str) -> bytes:
+    raise PlannerError("the chat-tools planner was not bound to a run's attachment store "
+                       "(the engine calls bind_run before proposing)")
 
 
 def _last_call_id(messages: list[dict[str, Any]]) -> str:

@@ -1,6 +1,7 @@
 """Approval after a write that committed before a crash only reconciles (DESIGN.md section 6)."""
 
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -17,14 +18,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_it_only_reconciles_a_write_that_committed_before_the_crash(story):
     item = story.waiting()
-    approval_grant(run_id=story.run_id, approver="olivia", environment_fingerprint=item.environment_fingerprint,
-                   ttl_seconds=3)
+    # Long enough for a slow machine to start the worker child before it expires; the test then
+    # waits out the rest, so the resume below meets an approval that has expired too.
+    granted = approval_grant(run_id=story.run_id, approver="olivia",
+                             environment_fingerprint=item.environment_fingerprint, ttl_seconds=20)
     # A worker executes the approved write and is SIGKILLed before recording anything.
     crashed = run_manage("resume", story.run_id, "--no-progress",
                          env=child_env(RATCHET_CRASH_AT="engine.after_execute", RATCHET_LEASE_SECONDS="1"))
     assert crashed.returncode == KILLED, crashed.stderr
     assert (story.workspace / "limits.toml").exists()
-    time.sleep(3.2)  # the approval has now expired too
+    time.sleep(max(0.0, (granted.expires_at - datetime.now(UTC)).total_seconds()) + 0.2)
     report = run_advance(run_id=story.run_id, worker="worker-b", wait_seconds=5)
     assert report.phase == "completed"
     assert story.effects_for(item.idempotency_key) == 1

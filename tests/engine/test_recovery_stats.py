@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from runtime.engine import run_advance
-from tests.engine.support import restore, run_target
+from runtime.receipts import receipt_cache_put
+from tests.engine.support import restore, run_adapter, run_target
 from tests.helpers.procs import KILLED, child_env, run_manage
 from tests.planners.gitrepo import git
 
@@ -47,8 +48,11 @@ def test_it_counts_a_clean_resume_as_a_successful_recovery(replay_task: Path) ->
 
 def test_it_counts_a_resume_that_freezes_on_a_missing_receipt_as_failed(replay_task: Path) -> None:
     run_id = _killed(replay_task, "engine.after_receipt_cache")
-    pre_write = restore(run_id).state.pending.pre_state.version
-    git(run_target(run_id), "reset", "-q", "--hard", pre_write)
+    pending = restore(run_id).state.pending
+    # The cache row is written by the receipt commit itself (DESIGN.md section 4.3), so the kill
+    # left none; put the adapter's receipt there, as a runtime that cached it first would have.
+    receipt_cache_put(run_id=run_id, receipt=run_adapter(run_id).lookup_receipt(pending.idempotency_key))
+    git(run_target(run_id), "reset", "-q", "--hard", pending.pre_state.version)
 
     report = run_advance(run_id=run_id, wait_seconds=10)
 
