@@ -79,15 +79,20 @@ def test_it_verifies_against_the_pinned_tip_not_the_moved_head(tmp_path: Path) -
     assert not unpinned.passed and "differs from source tip tree" in unpinned.detail
 
 
+def _empty_commits(repo: Path, count: int) -> Path:
+    """A repository of ``count`` empty commits on ``main`` (enough for range arithmetic)."""
+    repo.mkdir()
+    run = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*run, "init", "-q", "-b", "main"], check=True)
+    for i in range(count):
+        subprocess.run([*run, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+    return repo
+
+
 def test_it_keeps_the_planner_state_the_same_size_whatever_the_range(tmp_path: Path) -> None:
     """A whole history must not make every checkpoint larger (DESIGN.md section 3.1)."""
 
-    repo = tmp_path / "src"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    for i in range(40):
-        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+    repo = _empty_commits(tmp_path / "src", 40)
     small = GitHistoryPlanner(source=repo, range="last:2").init_state()
     large = GitHistoryPlanner(source=repo, range="last:39").init_state()
     assert len(json.dumps(large)) - len(json.dumps(small)) < 8
@@ -96,12 +101,7 @@ def test_it_keeps_the_planner_state_the_same_size_whatever_the_range(tmp_path: P
 
 def test_it_refuses_a_source_whose_history_was_rewritten(tmp_path: Path) -> None:
 
-    repo = tmp_path / "src"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    for i in range(4):
-        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+    repo = _empty_commits(tmp_path / "src", 4)
     state = GitHistoryPlanner(source=repo, range="last:3").init_state()
     tampered = {**state, "count": 2}
     with pytest.raises(PlannerStateError, match="not the 2 pinned"):
@@ -110,12 +110,7 @@ def test_it_refuses_a_source_whose_history_was_rewritten(tmp_path: Path) -> None
 
 def test_it_restores_a_state_pinned_before_the_state_became_constant_size(tmp_path: Path) -> None:
 
-    repo = tmp_path / "src"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    for i in range(4):
-        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+    repo = _empty_commits(tmp_path / "src", 4)
     state = GitHistoryPlanner(source=repo, range="last:3").init_state()
     commits = replay_commits(read_replay_state(state))
     legacy = {k: v for k, v in state.items() if k not in ("count", "commits_digest")} | {"commits": commits}
