@@ -4,7 +4,7 @@ that is missing from it."""
 
 from django.urls import path
 
-from review import views, views_approvals, views_cases
+from review import views, views_approvals, views_cases, views_tokens
 
 app_name = "review"
 urlpatterns = [
@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/<str:run_id>/", views.run_detail, name="run"),
     path("runs/<str:run_id>/cancel/", views_approvals.run_cancel, name="run-cancel"),
     path("runs/<str:run_id>/bundle/", views.run_bundle, name="run-bundle"),
+    path("runs/<str:run_id>/tokens/", views_tokens.run_tokens, name="run-tokens"),
     path("attachments/<str:digest>/", views.attachment_download, name="attachment"),
     path("trace/", views.trace_browser, name="trace"),
     path("health/", views.health, name="health"),

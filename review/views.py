@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import login, logout
@@ -27,8 +28,10 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from review.forms import RunFilterForm, TraceFilterForm
 from review.permissions import Perm, require_perm
 from review.queries.health import health_summary
+from review.queries.live import POLL_SECONDS as LIVE_POLL_SECONDS
+from review.queries.live import TERMINAL_PHASES, nav_counts, run_token
 from review.queries.run_detail import attachment_find, checkpoint_committed, checkpoint_list
-from review.queries.runs import CANCELLABLE_PHASES, LIVE_PHASES, POLL_SECONDS, run_get
+from review.queries.runs import CANCELLABLE_PHASES, LIVE_PHASES, run_get
 from review.queries.runs_list import run_filter_choices, run_list
 from review.queries.trace import trace_event_types, trace_search, trace_timeline
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
@@ -52,10 +55,20 @@ def fragment_requested(request: HttpRequest) -> bool:
 @require_perm(Perm.VIEW_RUNS)
 @require_safe
 def runs_list(request: HttpRequest) -> HttpResponse:
-    """Runs list: filter by phase, tenant, task; search by run id; paginated; polls while live."""
+    """Runs list: filter by phase, tenant, task; search by run id; keyset pages; new runs and
+    changed rows appear on their own (one poll every ``POLL_SECONDS`` while the tab is visible)."""
     form = RunFilterForm(request.GET)
-    runs = run_list(filters=form.filters(), page_number=request.GET.get("page"))
-    context = {"form": form, "runs": runs, "poll_seconds": POLL_SECONDS}
+    polled = fragment_requested(request) and "since" in request.GET
+    counts = nav_counts()
+    runs = run_list(filters=form.filters(), cursor=request.GET.get("after", ""),
+                    since=request.GET["since"] if polled else None, extra=counts)
+    if runs is None:
+        return HttpResponse(status=204)
+    live = poll_context(request, token=runs.token)
+    context = {**(live or {}), "nav": counts, "form": form, "runs": runs}
+    if polled:
+        context["announce"] = "Runs list updated."
+        return render(request, "review/runs.html#live", context)
     if fragment_requested(request):
         return render(request, "review/runs.html#runs-table", context)
     context["choices"] = run_filter_choices()
@@ -74,11 +87,20 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         run = run_get(run_id=run_id)
     except RunNotFoundError:
         raise Http404("no such run") from None
+    polled = fragment_requested(request) and "since" in request.GET
+    counts = nav_counts()
+    token = run_token(run, counts)
+    if polled and request.GET["since"] == token:
+        return HttpResponse(status=204)  # nothing on the page changed: htmx swaps nothing
     context = {
         "run": run,
+        "nav": counts,
+        "token": token,
+        "polling": run.phase not in TERMINAL_PHASES,
+        "poll_url": request.path + _query_without_since(request),
         "live": run.phase in LIVE_PHASES,
         "cancellable": run.phase in CANCELLABLE_PHASES,
-        "poll_seconds": POLL_SECONDS,
+        "poll_seconds": LIVE_POLL_SECONDS,
         "can_view_trace": request.user.has_perm(Perm.VIEW_TRACE.value),
         "can_cancel": request.user.has_perm(Perm.CANCEL_RUN.value),
         "can_approve": request.user.has_perm(Perm.APPROVE_ACTION.value),
@@ -87,18 +109,56 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     partial = (
         RUN_DETAIL_PARTIALS.get(request.htmx.target or "") if fragment_requested(request) else None
     )
+    if polled:
+        partial = None
     if partial in (None, "checkpoints"):
         context["checkpoints"] = checkpoint_list(
-            run_id=run_id, page_number=request.GET.get("checkpoints_page")
+            run=run, page_number=request.GET.get("checkpoints_page")
         )
     if partial in (None, "timeline"):
         context["timeline"] = trace_timeline(
-            run_id=run_id, page_number=request.GET.get("events_page")
+            run=run, page_number=request.GET.get("events_page"),
+            verify=request.GET.get("verify") == "chain",
         )
     if partial is None:
         context["committed"] = checkpoint_committed(run_id=run_id)
+    if polled:
+        # Every region that can change is re-rendered and swapped together (out of band), so
+        # the status card never says "completed" above a stale checkpoint or trace.
+        context["announce"] = (
+            f"Run updated: {run.phase}"
+            + (f" ({run.stop_reason})" if run.stop_reason else "")
+            + f", generation {run.generation}, {run.trace_seq} trace events."
+        )
+        return render(request, "review/run_detail.html#live", context)
+    if partial is None:
         return render(request, "review/run_detail.html", context)
     return render(request, f"review/run_detail.html#{partial}", context)
+
+
+def poll_context(request: HttpRequest, *, token: str) -> dict[str, Any] | None:
+    """The poller's context for a list page showing ``token`` (DESIGN.md section 6.8), or
+    ``None`` when this is a poll whose ``since`` equals ``token`` (answer 204: nothing changed).
+
+    ``announce`` is True for a poll that must re-render the page's regions out of band.
+    """
+    polled = fragment_requested(request) and "since" in request.GET
+    if polled and request.GET["since"] == token:
+        return None
+    return {
+        "token": token,
+        "polling": True,
+        "poll_url": request.path + _query_without_since(request),
+        "poll_seconds": LIVE_POLL_SECONDS,
+        "announce": polled,
+    }
+
+
+def _query_without_since(request: HttpRequest) -> str:
+    query = request.GET.copy()
+    query.pop("since", None)
+    query.pop("verify", None)  # a poll never re-hashes a whole trace
+    return f"?{query.urlencode()}" if query else ""
 
 
 @require_perm(Perm.VIEW_RUNS)
@@ -164,7 +224,8 @@ def trace_browser(request: HttpRequest) -> HttpResponse:
     """Trace evidence across runs, filtered by run, event type and environment version (admin)."""
     form = TraceFilterForm(request.GET)
     filters = form.filters()
-    result = trace_search(filters=filters, page_number=request.GET.get("page"))
+    result = trace_search(filters=filters, before=request.GET.get("before", ""),
+                          verify=request.GET.get("verify") == "chain")
     context = {"form": form, "filters": filters, "result": result}
     if fragment_requested(request):
         return render(request, "review/trace.html#events", context)

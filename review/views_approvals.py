@@ -21,14 +21,28 @@ from kombu.exceptions import OperationalError as BrokerUnavailableError
 from review.forms import ApprovalForm, ApprovalsFilterForm, DenyForm
 from review.permissions import Perm, require_perm
 from review.queries.approvals import approvals_queue
+from review.queries.live import approvals_token, nav_counts
 from review.queries.runs import CANCELLABLE_PHASES, run_get
-from review.views import fragment_requested
+from review.views import fragment_requested, poll_context
 from runtime import approvals as approval_service
 from runtime import engine as engine_service
-from runtime.errors import ApprovalRefusedError, LeaseHeldError, RatchetError, RunNotFoundError
+from runtime.errors import (
+    ApprovalRefusedError,
+    LeaseError,
+    LeaseHeldError,
+    RatchetError,
+    RunNotFoundError,
+    StaleGenerationError,
+)
 
 BUSY = (
-    "A worker is busy with this run right now, so nothing was changed. Try again in a few seconds."
+    "Someone else is changing this run right now (a worker, another operator, or you in another "
+    "tab or window), so nothing was changed. Reload in a few seconds to see the current state."
+)
+TAKEN_OVER = (
+    "Another session changed this run at the same moment (possibly you, in another tab or "
+    "window), so nothing from this attempt was applied. The run page shows what the other "
+    "session did."
 )
 QUEUE_DOWN = (
     "The run's new state is saved, but the worker queue could not be reached; the sweeper "
@@ -56,15 +70,26 @@ def approvals(request: HttpRequest) -> HttpResponse:
     Paginated (``APPROVALS_PER_PAGE``); ``?run=ID`` shows one run. An htmx request for the
     ``#approvals`` target gets only the queue.
     """
+    counts = nav_counts()
+    token = approvals_token(counts)
+    live = poll_context(request, token=token)
+    if live is None:
+        return HttpResponse(status=204)
     form = ApprovalsFilterForm(request.GET)
     queue = approvals_queue(run=form.run_id(), page_number=request.GET.get("page"))
     context = {
+        **live,
+        "nav": counts,
         "form": form,
         "queue": queue,
         "can_approve": request.user.has_perm(Perm.APPROVE_ACTION.value),
         "can_refresh": request.user.has_perm(Perm.REFRESH_APPROVAL.value),
         "can_deny": request.user.has_perm(Perm.DENY_ACTION.value),
     }
+    if live["announce"]:
+        waiting = counts.approvals_label
+        context["announce"] = f"Approvals queue updated: {waiting} waiting."
+        return render(request, "review/approvals.html#live", context)
     if fragment_requested(request):
         return render(request, "review/approvals.html#approvals", context)
     return render(request, "review/approvals.html", context)
@@ -77,6 +102,18 @@ def _grant(request: HttpRequest, run_id: str, *, refresh: bool) -> HttpResponse:
         return _see_other(_queue_url(run_id))
     call = approval_service.approval_refresh if refresh else approval_service.approval_grant
     verb = "refresh" if refresh else "approve"
+    if not refresh and _has_approval(run_id) and not request.user.has_perm(
+        Perm.REFRESH_APPROVAL.value
+    ):
+        # approval_grant over existing (expired) evidence replaces it: that is a refresh, and
+        # Approve must not be a way around the refresh permission (DESIGN.md section 6.6).
+        messages.error(
+            request,
+            f"Run {run_id} already has an approval (it has expired); replacing it is a refresh, "
+            "which your account may not do. Ask an operator with the refresh permission. "
+            "Nothing was changed.",
+        )
+        return _see_other(_queue_url(run_id))
     try:
         outcome = call(
             run_id=run_id,
@@ -93,6 +130,11 @@ def _grant(request: HttpRequest, run_id: str, *, refresh: bool) -> HttpResponse:
     except LeaseHeldError:
         messages.warning(request, BUSY)
         return _see_other(_queue_url(run_id))
+    except (LeaseError, StaleGenerationError):
+        # Sessions of one approver share the service's lease holder name, so a second tab
+        # takes the lease over instead of waiting; the first then loses it at commit.
+        messages.warning(request, TAKEN_OVER)
+        return _see_other(reverse("review:run", args=[run_id]))
     except BrokerUnavailableError:
         messages.warning(request, QUEUE_DOWN)
         return _see_other(reverse("review:run", args=[run_id]))
@@ -119,6 +161,15 @@ def _grant(request: HttpRequest, run_id: str, *, refresh: bool) -> HttpResponse:
             ),
         )
     return _see_other(reverse("review:run", args=[run_id]))
+
+
+def _has_approval(run_id: str) -> bool:
+    """Whether the run's pending write already carries approval evidence (valid or expired)."""
+    try:
+        waiting = approval_service.approvals_waiting(run_ids=[run_id])
+    except RatchetError:
+        return False  # the service itself refuses below, with its reason
+    return any(w.approval_state != "none" for w in waiting)
 
 
 @require_perm(Perm.APPROVE_ACTION)
@@ -161,6 +212,9 @@ def approval_deny(request: HttpRequest, run_id: str) -> HttpResponse:
     except LeaseHeldError:
         messages.warning(request, BUSY)
         return _see_other(_queue_url(run_id))
+    except (LeaseError, StaleGenerationError):
+        messages.warning(request, TAKEN_OVER)
+        return _see_other(reverse("review:run", args=[run_id]))
     except RatchetError as exc:
         messages.error(request, f"Could not deny run {run_id}: {exc}")
         return _see_other(_queue_url(run_id))
@@ -201,14 +255,4 @@ def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
             "Cancellation requested. The worker settles any pending write by its receipt, then stops "
             "the run.",
         )
-    return _see_other(reverse("review:run", args=[run_id]))
-    try:
-        engine_service.run_request_cancel(run_id=run_id, requested_by=request.user.get_username())
-    except RunNotFoundError:
-        raise Http404("no such run") from None
-    messages.success(
-        request,
-        "Cancellation requested. The worker settles any pending write by its receipt, then stops "
-        "the run.",
-    )
     return _see_other(reverse("review:run", args=[run_id]))

@@ -12,6 +12,7 @@ frozen and records the refusal in the trace; the page says so (DESIGN.md section
 from __future__ import annotations
 
 from typing import Any
+from uuid import uuid4
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -26,10 +27,12 @@ from pydantic import ValidationError
 from review.forms import CaseFilterForm, DecisionForm, binding_token
 from review.permissions import Perm, require_perm
 from review.queries.cases import case_counts, case_get, case_list
+from review.queries.conflict_evidence import conflict_evidence
+from review.queries.live import cases_token, nav_counts
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
-from review.views import fragment_requested
+from review.views import fragment_requested, poll_context
 from runtime import reviews as review_service
-from runtime.errors import LeaseHeldError, RatchetError, ReviewCaseNotFoundError
+from runtime.errors import LeaseError, LeaseHeldError, RatchetError, ReviewCaseNotFoundError
 
 
 def _see_other(url: str) -> HttpResponseRedirect:
@@ -43,10 +46,19 @@ def _see_other(url: str) -> HttpResponseRedirect:
 def cases(request: HttpRequest) -> HttpResponse:
     """Review cases, open ones first; filter by status; paginated (``CASES_PER_PAGE``)."""
     form = CaseFilterForm(request.GET)
+    counts = nav_counts()
+    live = poll_context(request, token=cases_token(counts, status=form.status_value()))
+    if live is None:
+        return HttpResponse(status=204)
     context = {
+        **live,
+        "nav": counts,
         "form": form,
         "page": case_list(status=form.status_value(), page_number=request.GET.get("page")),
     }
+    if live["announce"]:
+        context["announce"] = f"Review cases updated: {counts.cases_label} open."
+        return render(request, "review/cases.html#live", context)
     if fragment_requested(request):
         return render(request, "review/cases.html#cases-table", context)
     context["counts"] = case_counts()
@@ -73,6 +85,7 @@ def _case_page(
     context = {
         "detail": detail,
         "case": detail.case,
+        "evidence": conflict_evidence(case=detail.case),
         "form": form,
         "lockout": lockout,
         "binding_token": token,
@@ -125,7 +138,11 @@ def case_decide(request: HttpRequest, case_id: str) -> HttpResponse:
             decision=decision,
             binding=form.cleaned_data["binding"],
         )
-        outcome = review_service.case_decide(decision=signed)
+        # One lease holder per request, not per reviewer: two tabs of the same reviewer must
+        # not both "hold" the run's lease (the second would silently fence off the first).
+        outcome = review_service.case_decide(
+            decision=signed, worker=f"reviewer:{username}:{uuid4().hex[:12]}"
+        )
     except ReviewCaseNotFoundError:
         raise Http404("no such review case") from None
     except ValidationError:
@@ -136,8 +153,16 @@ def case_decide(request: HttpRequest, case_id: str) -> HttpResponse:
     except LeaseHeldError:
         messages.warning(
             request,
-            "A worker is busy with this run right now, so nothing was "
-            "applied. Sign again in a few seconds.",
+            "Someone else is changing this run right now (a worker, another reviewer, or you in "
+            "another tab or window), so nothing was applied. Reload the case in a few seconds: "
+            "if the other change decided it, the page shows that decision.",
+        )
+        return _see_other(reverse("review:case", args=[case_id]))
+    except LeaseError:
+        messages.warning(
+            request,
+            "Another session took over this run while your decision was being applied, so "
+            "nothing from this attempt was applied. Reload the case to see its current state.",
         )
         return _see_other(reverse("review:case", args=[case_id]))
     except BrokerUnavailableError:

@@ -6,32 +6,55 @@ evidence still loads (expiry is not corruption) but never authorises execution
 (``approval_problem``). A receipt for an approval-gated write is trusted only when it binds the
 approval digest, a commit time no later than that approval's expiry, and the business object;
 otherwise the run freezes for review (``receipt_trust_problem``). A restored checkpoint's
-approval and decision MACs are verified before anything else (``evidence_verify``).
+approval and decision signatures are verified, with the public keys of those roots only, before
+anything else (``evidence_verify``). Expiry is judged by the database clock (DESIGN.md section 4.7).
 
 Pure checks: granting and denying approvals is ``runtime.approvals``.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from runtime.core.checkpoint import PendingAction, Receipt, RunState
-from runtime.core.evidence import approval_digest, approval_mismatch, approval_verify, decision_verify
+from runtime.core.evidence import (
+    approval_digest,
+    approval_mismatch,
+    approval_verify,
+    decision_verify,
+    reviewer_name_problem,
+    state_evidence_findings,
+)
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
-from runtime.keys import keyring_for
+from runtime.db_clock import db_now
+from runtime.errors import BadSignatureError
+from runtime.keys import keyring_for, reviewer_names
+
+
+def evidence_findings(state: RunState) -> list[str]:
+    """Every approval and decision signature in ``state`` checked with the configured public
+    keys; one line per failure (``manage.py checkpoint verify``; DESIGN.md section 4.8).
+
+    Raises:
+        KeyringError: the approval or reviewer public keys are not configured.
+    """
+    return state_evidence_findings(state, approval=keyring_for(TrustRoot.APPROVAL),
+                                   reviewer=keyring_for(TrustRoot.REVIEWER), reviewer_names=reviewer_names())
 
 
 def evidence_verify(state: RunState) -> None:
-    """Verify every approval and decision MAC held in a restored checkpoint.
+    """Verify every approval and decision signature held in a restored checkpoint, with the
+    public keys of the approval and reviewer roots (DESIGN.md section 4.1).
 
-    DESIGN.md section 6: restoring a run that holds approval evidence or signed decisions without
-    the matching trust roots fails closed.
+    DESIGN.md section 6.2: restoring a run that holds approval evidence or signed decisions
+    without the matching trust roots fails closed.
 
     Raises:
         KeyringError: the approval or reviewer keyring is not configured.
-        UnknownKeyError / BadSignatureError: evidence signed by an unknown key or altered.
+        UnknownKeyError / BadSignatureError: evidence signed by an unknown key or altered, or a
+            decision naming a reviewer other than the one its key is bound to.
     """
     approvals = []
     if state.pending is not None:
@@ -45,8 +68,12 @@ def evidence_verify(state: RunState) -> None:
     decisions = [c.decision for c in state.review_cases if c.decision is not None]
     if decisions:
         ring = keyring_for(TrustRoot.REVIEWER)
+        names = reviewer_names()
         for decision in decisions:
             decision_verify(decision, ring)
+            problem = reviewer_name_problem(decision, names)
+            if problem:
+                raise BadSignatureError(problem, root=TrustRoot.REVIEWER.value, key_id=decision.key_id)
 
 
 def approval_problem(*, pending: PendingAction, state: RunState, observation: Any,
@@ -55,7 +82,8 @@ def approval_problem(*, pending: PendingAction, state: RunState, observation: An
 
     Checks, in order: present, nonce unused, bound to this run/key/intent and to the observed
     environment instance, fingerprint and version (not only the version: DESIGN.md section 7),
-    not expired. Returns ``"expired"`` exactly when expiry is the only problem.
+    not expired by the database clock (``now`` None: read it; DESIGN.md section 4.7). Returns
+    ``"expired"`` exactly when expiry is the only problem.
     """
     evidence = pending.approval
     if evidence is None:
@@ -73,7 +101,7 @@ def approval_problem(*, pending: PendingAction, state: RunState, observation: An
     )
     if field is not None:
         return f"approval is bound to another {field}"
-    if evidence.expires_at <= (now or datetime.now(UTC)):
+    if evidence.expires_at <= (now or db_now()):
         return "expired"
     return None
 

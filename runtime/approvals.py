@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -26,12 +26,13 @@ from django.conf import settings
 import runtime.dispatch
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import PendingAction, Phase, Receipt, StopReason
-from runtime.core.evidence import approval_sign
+from runtime.core.evidence import approval_sign, approval_ttl_check
 from runtime.core.signing import TrustRoot
+from runtime.db_clock import db_now
 from runtime.core.statemachine import Event, transition
 from runtime.engine.settle import receipt_settle
 from runtime.errors import ApprovalRefusedError, RatchetError
-from runtime.keys import keyring_for
+from runtime.keys import signer_for
 from runtime.models import Run, TraceEvent
 from runtime.session import RunSession, run_session, session_commit
 from runtime.trace import trace_append
@@ -49,7 +50,10 @@ class ApprovalOutcome:
 
 
 def _approval_ttl(ttl_seconds: float | None) -> float:
-    return ttl_seconds if ttl_seconds is not None else settings.RATCHET_APPROVAL_SECONDS
+    """The requested validity, checked against ``RATCHET_APPROVAL_MAX_SECONDS`` before anything
+    is locked (DESIGN.md section 6.2); ApprovalTtlError otherwise."""
+    ttl = ttl_seconds if ttl_seconds is not None else settings.RATCHET_APPROVAL_SECONDS
+    return approval_ttl_check(ttl, max_ttl_seconds=settings.RATCHET_APPROVAL_MAX_SECONDS)
 
 
 @contextmanager
@@ -73,25 +77,30 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
         run_id: a run in ``awaiting_approval``.
         approver: the approving person's identity (lands in the evidence and the trace).
         environment_fingerprint: the fingerprint the approver looked at; it must still be current.
-        ttl_seconds: validity of the evidence in seconds (default ``RATCHET_APPROVAL_SECONDS``).
+        ttl_seconds: validity of the evidence in seconds (default ``RATCHET_APPROVAL_SECONDS``,
+            at most ``RATCHET_APPROVAL_MAX_SECONDS``), counted from the database clock.
         refresh_only: require existing (expired) evidence, i.e. this is a refresh.
 
     Returns:
         :class:`ApprovalOutcome`; ``reconciled`` when the adapter already holds the write's receipt.
 
     Raises:
+        ApprovalTtlError: ``ttl_seconds`` is not finite, not positive or above the maximum.
+        KeyringError: this process holds no private approval key (only the approval service signs;
+            DESIGN.md section 4.1).
         ApprovalRefusedError: the run is not waiting, the environment changed since the approver
             looked or since the intent, or (refresh) there is nothing to refresh. The refusal is
             recorded in the trace.
         LeaseHeldError: a worker is busy with the run; try again shortly.
     """
+    ttl = _approval_ttl(ttl_seconds)
     with _waiting_session(run_id=run_id, approver=approver) as (ctx, pending, receipt):
         if receipt is not None:
             receipt_settle(ctx, receipt, reconciled=True)
             outcome = ApprovalOutcome(run_id, "reconciled", None, None, ctx.state.phase.value)
         else:
             outcome = _grant(ctx, pending, approver=approver, seen=environment_fingerprint,
-                             ttl=_approval_ttl(ttl_seconds), refresh_only=refresh_only)
+                             ttl=ttl, refresh_only=refresh_only)
     # Looked up on the module at call time, so stories can record the hand-off instead.
     runtime.dispatch.run_enqueue(run_id=run_id)
     return outcome
@@ -119,10 +128,11 @@ def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str,
             or obs.version != pre.version:
         raise refuse("the environment no longer matches the state the action was planned against")
     evidence = approval_sign(
-        keyring=keyring_for(TrustRoot.APPROVAL), run_id=ctx.run_id, idempotency_key=pending.idempotency_key,
+        keyring=signer_for(TrustRoot.APPROVAL), run_id=ctx.run_id, idempotency_key=pending.idempotency_key,
         intent_digest=pending.intent_digest, environment_instance_id=obs.instance_id,
         environment_fingerprint=obs.state_fingerprint, environment_version=obs.version,
-        approver=approver, ttl_seconds=ttl,
+        approver=approver, ttl_seconds=ttl, now=db_now(),
+        max_ttl_seconds=settings.RATCHET_APPROVAL_MAX_SECONDS,
     )
     if old is not None:
         pending.sealed_approvals.append(old)
@@ -212,7 +222,7 @@ def approvals_waiting(*, run_ids: list[str] | None = None) -> list[WaitingApprov
         if payload.get("dry_run_diff"):
             diffs[(run_id, payload.get("idempotency_key", ""))] = payload["dry_run_diff"]
     out = []
-    now = datetime.now(UTC)
+    now = db_now()
     for run_id in ids:
         try:
             state = checkpoint_verify(run_id=run_id).state

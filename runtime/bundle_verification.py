@@ -1,11 +1,16 @@
-"""Offline verification of a signed evidence bundle (DESIGN.md sections 4 and 6).
+"""Offline verification of a signed evidence bundle (DESIGN.md section 4.8).
 
-``bundle_verify`` needs only the checkpoint keyring (``RATCHET_CHECKPOINT_KEYS`` or the key file),
-no database: it checks the bundle MAC, opens every envelope with ``open_envelope`` (checkpoint MAC,
-schema, invariants), checks the committed envelope against the recorded HWM, recomputes the trace
-hash chain with ``runtime.trace.event_hash`` (a pure function of the event's fields) up to the
-recorded head, and re-derives every receipt fingerprint. Anything that fails is a *finding*; an
-empty list means the bundle verifies. The bundle format is described in ``runtime.bundles``.
+``bundle_verify`` needs only public keys (:class:`BundleTrust`: the export, approval and reviewer
+roots' public keys, from the configuration or a public-key file an auditor was handed), no
+database and no secret: it checks the export signature, parses every checkpoint envelope and
+checks its digest, schema and invariants (and its HMAC too when the verifier also holds the
+checkpoint key), checks the committed envelope against the recorded HWM, verifies every approval
+and reviewer decision inside every checkpoint, case and trace event with the public keys,
+recomputes the trace hash chain with ``runtime.trace.event_hash`` up to the recorded head, checks
+that the trace's times never go backwards, and re-derives every receipt fingerprint. Anything that
+fails is a *finding*; an empty list means the bundle verifies. The format is ``runtime.bundles``.
+
+Over 400 lines: each check is short, and they share the one bundle walk.
 """
 
 from __future__ import annotations
@@ -14,18 +19,65 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from runtime.bundles import BUNDLE_PURPOSE, bundle_signed_message
 from runtime.core.canonical import digest_bytes
-from runtime.core.checkpoint import LedgerHead, Receipt
+from runtime.core.checkpoint import SCHEMA_VERSION, ApprovalEvidence, LedgerHead, Receipt, SignedDecision
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
+from runtime.core.nesting import EMBEDDING_NESTING_DEPTH, json_loads_bounded
+from runtime.core.evidence import (
+    approval_verify,
+    decision_verify,
+    reviewer_name_problem,
+    state_evidence_findings,
+)
+from runtime.core.invariants import check_invariants
 from runtime.core.ledger import LedgerEntry, LedgerKind, ledger_chain_check
 from runtime.core.signing import Keyring, Signature, TrustRoot
 from runtime.errors import BundleFormatError, LedgerChainError, RatchetError, WrongTrustRootError
+from runtime.keys import keyring_for, public_keys_load, reviewer_names
+
+
+@dataclass(frozen=True)
+class BundleTrust:
+    """The keys a bundle is verified with (DESIGN.md section 4.8).
+
+    Attributes:
+        export, approval, reviewer: verifying keyrings of those roots (public keys suffice).
+        reviewer_names: key id -> the reviewer name a person's own key is bound to.
+        checkpoint: the checkpoint HMAC keyring, if the verifier holds it (an operator); None for
+            an auditor, who then relies on the export signature over the envelopes.
+    """
+
+    export: Keyring
+    approval: Keyring
+    reviewer: Keyring
+    reviewer_names: dict[str, str] = field(default_factory=dict)
+    checkpoint: Keyring | None = None
+
+
+def bundle_trust(*, public_keys: Path | None = None, checkpoint: Keyring | None = None) -> BundleTrust:
+    """The trust to verify bundles with: the public-key file ``public_keys`` if given, else the
+    configured keys (environment or key file, never created here).
+
+    Raises:
+        KeyringError: a root's public keys are missing or the file is not a public-key file.
+    """
+    if public_keys is not None:
+        rings = public_keys_load(public_keys)
+        return BundleTrust(export=rings[TrustRoot.EXPORT], approval=rings[TrustRoot.APPROVAL],
+                           reviewer=rings[TrustRoot.REVIEWER],
+                           reviewer_names=reviewer_names(path=public_keys), checkpoint=checkpoint)
+    return BundleTrust(export=keyring_for(TrustRoot.EXPORT, create=False),
+                       approval=keyring_for(TrustRoot.APPROVAL, create=False),
+                       reviewer=keyring_for(TrustRoot.REVIEWER, create=False),
+                       reviewer_names=reviewer_names(), checkpoint=checkpoint)
 
 
 def bundle_load(text: str | bytes) -> dict[str, Any]:
@@ -35,9 +87,11 @@ def bundle_load(text: str | bytes) -> dict[str, Any]:
         BundleFormatError: not JSON, or not a JSON object.
     """
     try:
-        data = json.loads(text)
+        data = json_loads_bounded(text, what="the bundle", limit=EMBEDDING_NESTING_DEPTH)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BundleFormatError(f"the file is not JSON: {exc}") from None
+    except RecursionError:
+        raise BundleFormatError("the file nests JSON too deeply to be a bundle") from None
     if not isinstance(data, dict):
         raise BundleFormatError("the file holds JSON but not a bundle object")
     return data
@@ -71,8 +125,32 @@ def _check_signature(bundle: Mapping[str, Any], keyring: Keyring) -> list[str]:
     return []
 
 
+def _open(raw: bytes, keyring: Keyring | None) -> CheckpointEnvelope | None:
+    """Open an envelope: fully (HMAC, migration) with the checkpoint key, else parse the current
+    schema and check its invariants; None for an older schema without the key (its bytes are
+    still covered by the digest and the export signature).
+
+    Raises:
+        RatchetError: the envelope does not open; ValueError: it does not parse.
+    """
+    if keyring is not None:
+        return open_envelope(raw, keyring=keyring)
+    try:
+        version = json.loads(raw).get("schema_version")
+    except (ValueError, AttributeError, RecursionError):
+        raise ValueError("envelope is not a JSON object") from None
+    if version != SCHEMA_VERSION:
+        return None
+    try:
+        envelope = CheckpointEnvelope.model_validate_json(raw)
+    except ValidationError as exc:
+        raise ValueError(f"envelope does not match the schema ({exc.error_count()} errors)") from None
+    check_invariants(envelope.payload)
+    return envelope
+
+
 def _check_checkpoints(
-    bundle: Mapping[str, Any], keyring: Keyring, run: Mapping[str, Any]
+    bundle: Mapping[str, Any], keyring: Keyring | None, run: Mapping[str, Any], trust: BundleTrust
 ) -> tuple[list[str], CheckpointEnvelope | None]:
     findings: list[str] = []
     hwm = bundle["high_water_mark"]
@@ -92,10 +170,20 @@ def _check_checkpoints(
         if digest_bytes(raw) != entry.get("digest"):
             findings.append(f"{where}: envelope bytes do not hash to the recorded digest")
         try:
-            envelope = open_envelope(raw, keyring=keyring)
+            envelope = _open(raw, keyring)
         except RatchetError as exc:
             findings.append(f"{where}: does not open: {exc.message}")
             continue
+        except ValueError as exc:
+            findings.append(f"{where}: does not open: {exc}")
+            continue
+        if envelope is None:
+            if entry is committed:
+                findings.append(f"{where}: older schema; the checkpoint key is needed to open it")
+            continue
+        findings += [f"{where}: {f}" for f in state_evidence_findings(
+            envelope.payload, approval=trust.approval, reviewer=trust.reviewer,
+            reviewer_names=trust.reviewer_names)]
         if envelope.run_id != run.get("run_id") or envelope.generation != entry.get("generation"):
             findings.append(
                 f"{where}: envelope belongs to run {envelope.run_id} generation "
@@ -135,6 +223,7 @@ def _check_trace(bundle: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]
     events = bundle["trace"]
     run_id = run.get("run_id")
     expected_prev = genesis_hash(run_id)
+    previous_time: datetime | None = None
     for index, event in enumerate(events, start=1):
         seq = event.get("seq")
         if seq != index:
@@ -153,6 +242,9 @@ def _check_trace(bundle: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]
         )
         if recomputed != event.get("hash"):
             return [f"trace: event seq {seq} was altered after it was written"]
+        if previous_time is not None and created < previous_time:
+            return [f"trace: event seq {seq} is dated before the event before it (time order)"]
+        previous_time = created
         expected_prev = recomputed
     if run.get("trace_seq") != len(events) or (events and run.get("trace_head") != expected_prev):
         return [
@@ -237,41 +329,91 @@ def _check_ledger(bundle: Mapping[str, Any], opened: CheckpointEnvelope) -> list
     return []
 
 
-def bundle_verify(bundle: Mapping[str, Any], keyring: Keyring) -> list[str]:
+def _check_loose_evidence(bundle: Mapping[str, Any], trust: BundleTrust) -> list[str]:
+    """Approvals and decisions the trace and the case rows carry outside any checkpoint."""
+    findings = []
+    for event in bundle["trace"]:
+        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        for name in ("approval", "sealed"):
+            item = payload.get(name)
+            if isinstance(item, dict) and "approval_id" in item:
+                findings += _approval_finding(item, f"trace seq {event.get('seq')}", trust)
+        sealed = payload.get("sealed")
+        if isinstance(sealed, dict) and isinstance(sealed.get("decision"), dict):
+            findings += _decision_finding(sealed["decision"], f"trace seq {event.get('seq')}", trust)
+    for case in bundle["review_cases"]:
+        if isinstance(case.get("decision"), dict):
+            findings += _decision_finding(case["decision"], f"review case {case.get('case_id')}", trust)
+    return findings
+
+
+def _approval_finding(data: Mapping[str, Any], where: str, trust: BundleTrust) -> list[str]:
+    try:
+        evidence = ApprovalEvidence.model_validate(data, strict=False)
+        approval_verify(evidence, trust.approval)
+    except ValidationError:
+        return [f"{where}: approval is malformed"]
+    except RatchetError as exc:
+        return [f"{where}: approval {data.get('approval_id')!s:.64}: {exc.message}"]
+    return []
+
+
+def _decision_finding(data: Mapping[str, Any], where: str, trust: BundleTrust) -> list[str]:
+    try:
+        decision = SignedDecision.model_validate(data, strict=False)
+        decision_verify(decision, trust.reviewer)
+    except ValidationError:
+        return [f"{where}: decision is malformed"]
+    except RatchetError as exc:
+        return [f"{where}: decision: {exc.message}"]
+    problem = reviewer_name_problem(decision, trust.reviewer_names)
+    return [f"{where}: decision: {problem}"] if problem else []
+
+
+def bundle_verify(bundle: Mapping[str, Any], keyring: Keyring | None = None, *,
+                  trust: BundleTrust | None = None) -> list[str]:
     """Check an evidence bundle offline; return the findings (``[]``: it verifies).
 
     Args:
         bundle: the parsed bundle (see :func:`bundle_load`).
-        keyring: the checkpoint trust root's keyring (verifies with any key it trusts, so bundles
-            signed before a key rotation still verify).
+        keyring: the checkpoint trust root's HMAC keyring, if the verifier holds it (then every
+            envelope's HMAC is checked too); None: public keys alone.
+        trust: the public keys (:func:`bundle_trust`); None: the configured ones. Every keyring
+            verifies with any key it trusts, so bundles signed before a rotation still verify.
 
     Returns:
         One line per failed check, naming what failed (run, generation, seq, key id; never key
-        material). Checks: bundle MAC and purpose; every checkpoint envelope hashes to its digest
-        and opens (MAC, schema, invariants); the committed envelope is the HWM's generation and
-        digest and matches the run identity; the trace chain recomputes from genesis to the run's
-        recorded head; receipt fingerprints; receipts and case decisions match the committed
-        checkpoint.
+        material). Checks: export signature and purpose; every checkpoint envelope hashes to its
+        digest and parses (schema, invariants; HMAC with ``keyring``); every approval and
+        decision inside verifies under its root's public keys and names the reviewer its key is
+        bound to; the committed envelope is the HWM's generation and digest and matches the run
+        identity; the trace chain recomputes from genesis to the run's recorded head and its
+        times never go backwards; receipt fingerprints; receipts and case decisions match the
+        committed checkpoint (DESIGN.md section 4.8).
 
     Raises:
         WrongTrustRootError: ``keyring`` is not the checkpoint trust root's.
+        KeyringError: ``trust`` is None and the public keys are not configured.
     """
-    if keyring.root != TrustRoot.CHECKPOINT:
+    if keyring is not None and keyring.root != TrustRoot.CHECKPOINT:
         raise WrongTrustRootError(
-            "evidence bundles are verified under the checkpoint trust root", root=keyring.root.value
+            "envelopes in a bundle are opened under the checkpoint trust root", root=keyring.root.value
         )
+    if trust is None:
+        trust = bundle_trust(checkpoint=keyring)
     if not isinstance(bundle, Mapping):
         return ["bundle: not a JSON object"]
-    findings = _check_signature(bundle, keyring)
+    findings = _check_signature(bundle, trust.export)
     try:
         run = bundle["run"]
         if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
             return [*findings, "run: missing or malformed"]
-        checkpoint_findings, opened = _check_checkpoints(bundle, keyring, run)
+        checkpoint_findings, opened = _check_checkpoints(bundle, keyring, run, trust)
         findings += checkpoint_findings
+        findings += _check_loose_evidence(bundle, trust)
         findings += _check_trace(bundle, run)
         findings += _check_receipts(bundle, opened)
-    except (KeyError, TypeError, ValueError, AttributeError, RatchetError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError, RatchetError) as exc:
         # A mangled bundle must produce a finding, never a traceback.
         findings.append(f"bundle: malformed ({type(exc).__name__}: {str(exc)[:200]})")
     return findings

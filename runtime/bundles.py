@@ -11,14 +11,13 @@ A bundle (``bundle_export``) holds, for one run:
 * the receipts of the executed writes (from the committed checkpoint) and the review cases with
   their signed decisions and sealed evidence.
 
-It is signed under the *checkpoint* trust root with a purpose tag of its own: the MAC covers
-``canonical_json({"purpose": "ratchet-evidence-bundle/1", "bundle": <everything but
-"signature">})``, so a bundle MAC can never pass as a checkpoint MAC or the reverse (the
-checkpoint MAC covers the envelope without a purpose wrapper).
+It is signed (Ed25519) under the *export* trust root with a purpose tag of its own: the
+signature covers ``canonical_json({"purpose": "ratchet-evidence-bundle/1", "bundle": <everything
+but "signature">})``, so it can never pass as any other signature.
 
-Offline verification, which needs only the checkpoint keyring, is ``runtime.bundle_verification``
-(DESIGN.md sections 4 and 6: evidence an admin can hand to someone who does not trust the
-dashboard).
+Offline verification, which needs only public keys (export, approval, reviewer), is
+``runtime.bundle_verification`` (DESIGN.md section 4.8: evidence an admin can hand to someone who
+does not trust the dashboard and holds no secret).
 """
 
 from __future__ import annotations
@@ -93,19 +92,21 @@ def bundle_signed_message(body: Mapping[str, Any]) -> bytes:
 
 
 def bundle_sign(body: Mapping[str, Any], *, keyring: Keyring) -> dict[str, Any]:
-    """``body`` plus a ``signature`` ``{"purpose", "key_id", "mac"}`` under ``keyring``.
+    """``body`` plus a ``signature`` ``{"purpose", "key_id", "mac"}`` under ``keyring``
+    (``mac`` holds the Ed25519 signature, 128 hex characters).
 
     Args:
         body: the bundle without ``signature`` (canonical-JSON serialisable).
-        keyring: the checkpoint trust root's keyring (signs with its current key).
+        keyring: the export trust root's private keyring (signs with its current key).
 
     Raises:
-        WrongTrustRootError: ``keyring`` is not the checkpoint trust root's.
+        WrongTrustRootError: ``keyring`` is not the export trust root's.
+        KeyringError: ``keyring`` holds only public keys.
         CanonicalizationError: ``body`` is not canonical-JSON serialisable.
     """
-    if keyring.root != TrustRoot.CHECKPOINT:
+    if keyring.root != TrustRoot.EXPORT:
         raise WrongTrustRootError(
-            "evidence bundles are signed under the checkpoint trust root", root=keyring.root.value
+            "evidence bundles are signed under the export trust root", root=keyring.root.value
         )
     unsigned = {k: v for k, v in body.items() if k != "signature"}
     signature = keyring.sign(bundle_signed_message(unsigned))
@@ -132,18 +133,18 @@ def bundle_export(*, run_id: str, exported_by: str = "") -> dict[str, Any]:
         BundleExportError: the trace hash chain is broken.
         CheckpointError subclasses / SigningError: the committed checkpoint fails to verify
             (as ``checkpoint_verify`` raises them).
-        KeyringError: no checkpoint keyring is configured.
+        KeyringError: this process holds no private export key.
     """
     from django.db import transaction
 
     from runtime.checkpoints import checkpoint_hwm, checkpoint_verify
     from runtime.errors import RunNotFoundError
-    from runtime.keys import keyring_for
+    from runtime.keys import signer_for
     from runtime.ledger import ledger_entries
     from runtime.models import Checkpoint, ReviewCase, Run, TraceEvent
     from runtime.trace import trace_verify
 
-    keyring = keyring_for(TrustRoot.CHECKPOINT)
+    keyring = signer_for(TrustRoot.EXPORT)
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(run_id=run_id).first()
         if run is None:

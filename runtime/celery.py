@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import beat_init, task_postrun, worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.settings")
@@ -28,6 +28,32 @@ app.autodiscover_tasks()
 # is set; then it only recycles them every this many tasks, and ``_reuse_connections`` below
 # closes a connection earlier when Django says it is unusable or older than CONN_MAX_AGE.
 app.conf["CELERY_DB_REUSE_MAX"] = 1000
+
+
+
+class BrokerPolling(bootsteps.StartStopStep):
+    """Poll a polling broker (kombu's SQLAlchemy transport) every ``RATCHET_BROKER_POLL_SECONDS``.
+
+    kombu's virtual transports sleep ``polling_interval`` seconds (default 1.0) whenever the
+    queue is empty *or* the worker's prefetch slots are full, so with acks late and prefetch 1 a
+    pool process that finishes a task waits up to a second for its next message (DESIGN.md
+    section 5.7). The SQLAlchemy transport hands every transport option to
+    ``sqlalchemy.create_engine()``, which refuses ``polling_interval``; this consumer step sets
+    it on the consumer's transport instead, each time the consumer (re)connects. Brokers that
+    push (Redis, RabbitMQ) are left alone.
+    """
+
+    requires = ("celery.worker.consumer.connection:Connection",)
+
+    def start(self, parent: Any) -> None:
+        from django.conf import settings
+
+        transport = parent.connection.transport
+        if getattr(transport, "driver_type", "") == "sql":
+            transport.polling_interval = settings.RATCHET_BROKER_POLL_SECONDS
+
+
+app.steps["consumer"].add(BrokerPolling)
 
 STARTUP_SWEEP_TASK = "ratchet.sweep"
 """Sent once when a worker is ready (``runtime.tasks.SWEEP_TASK``, addressed by name: the task

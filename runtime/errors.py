@@ -71,6 +71,15 @@ class DigestFormatError(RatchetError):
     default_message = "digest is not of the form sha256:<64 lowercase hex>"
 
 
+class NestingTooDeepError(RatchetError, ValueError):
+    """Outside input (JSON, TOML) nests arrays/objects deeper than ``runtime.core.nesting``
+    allows (DESIGN.md section 2.2). A ``ValueError`` too, so a decoder that already turns bad
+    input into its own typed error (not JSON, corrupt checkpoint) does so for this one."""
+
+    default_message = "input is nested deeper than Ratchet reads"
+    hint = "nothing Ratchet writes nests this deep; the input is malformed or hostile, retrying will not help"
+
+
 # --- signing, keys --------------------------------------------------------------------------
 
 
@@ -182,6 +191,87 @@ class FencingTokenError(LeaseError):
 
 class RunNotFoundError(RatchetError):
     default_message = "run not found"
+
+
+# --- the agent gateway (DESIGN.md section 5.12) ---------------------------------------------
+
+
+class GatewayError(RatchetError):
+    """Base of the gateway's refusals: each has a stable ``code`` and an HTTP ``status`` that the
+    JSON API and the MCP server report as they are, and none changes anything (DESIGN.md
+    section 5.12). The context carries run and call ids, never a token."""
+
+    code = "gateway_error"
+    status = 400
+    default_message = "the gateway refused the call"
+
+
+class GatewayTokenError(GatewayError):
+    code, status = "token_invalid", 401
+    default_message = "the token is unknown, revoked or expired"
+    hint = "ask an operator for a new token (`manage.py gateway_tokens issue`); retrying will not help"
+
+
+class GatewayScopeError(GatewayError):
+    code, status = "token_scope", 403
+    default_message = "the token does not cover this run or action"
+    hint = "use the token issued for this run; an operator can issue one with the action allowed"
+
+
+class GatewayRateLimitedError(GatewayError):
+    code, status = "rate_limited", 429
+    retryable = True
+    default_message = "too many calls with this token"
+    hint = "wait for the window (RATCHET_GATEWAY_RATE_WINDOW_SECONDS) to pass, then repeat the same call id"
+
+
+class GatewayInputError(GatewayError):
+    code, status = "invalid_input", 422
+    default_message = "the call is malformed or its arguments fail the action's schema"
+    hint = "fix the arguments; nothing was recorded"
+
+
+class GatewayUnknownActionError(GatewayInputError):
+    code = "unknown_action"
+    default_message = "the run has no such action"
+    hint = "list the run's actions (tools/list or GET /api/v1/runs/<id>) and use one of them"
+
+
+class GatewayPayloadTooLargeError(GatewayInputError):
+    code, status = "payload_too_large", 413
+    default_message = "the call is larger than the gateway accepts"
+    hint = "send less than RATCHET_GATEWAY_MAX_BYTES bytes; nothing was recorded"
+
+
+class GatewayPolicyRefusedError(GatewayError):
+    code, status = "policy_refused", 403
+    default_message = "the run's policy does not allow this action"
+    hint = "an operator can start a run whose policy allows it; nothing was recorded or executed"
+
+
+class GatewayCallConflictError(GatewayError):
+    code, status = "call_conflict", 409
+    default_message = "this call id was already used with other arguments"
+    hint = "use a new call id for a new action; the first call's receipt stands"
+
+
+class GatewayRunStoppedError(GatewayError):
+    code, status = "run_stopped", 409
+    default_message = "the run is frozen for review or has ended"
+    hint = "a reviewer decides frozen runs in the dashboard (cases); an ended run takes no calls"
+
+
+class GatewayRunBusyError(GatewayError):
+    code, status = "run_busy", 503
+    retryable = True
+    default_message = "another process holds the run's lease"
+    hint = "repeat the same call id after the lease expires (RATCHET_LEASE_SECONDS); it runs once"
+
+
+class GatewayCallLimitError(GatewayError):
+    code, status = "call_limit", 409
+    default_message = "the run has recorded as many calls as its planner state holds"
+    hint = "finish this run and start another one for further calls"
 
 
 # --- trace ----------------------------------------------------------------------------------
@@ -345,6 +435,16 @@ class AdapterTargetError(AdapterError):
     )
 
 
+class EnvironmentIdentityError(AdapterError):
+    """The directory at the run's target is not the environment instance the control plane
+    registered (DESIGN.md section 5.4): another location, or another directory (device/inode) at
+    the same location, such as a byte copy put in place of the original. Nothing was written."""
+
+    default_message = "the environment is not the registered instance (a copy or a move)"
+    hint = ("find the original directory and put it back; if the copy is meant to be a new "
+            "environment, remove .ratchet/instance-id (or ratchet.instance-id) in it and start a new run")
+
+
 class InvalidActionError(AdapterError):
     """The action (or a call argument such as the idempotency key) is malformed for this adapter."""
 
@@ -427,8 +527,27 @@ class DecisionRefusedError(RatchetError):
     hint = "the refusal is in the run's trace; look at the case again and sign a fresh decision"
 
 
+class ApprovalTtlError(ApprovalRefusedError, ValueError):
+    """An approval validity that is not a finite number of seconds in ``(0, max]`` (DESIGN.md
+    section 6.2). Also a ``ValueError`` because ``approval_sign`` raised that before."""
+
+    default_message = "approval validity is not a finite number of seconds within the configured maximum"
+    hint = "pass a positive number of seconds (--ttl) no larger than RATCHET_APPROVAL_MAX_SECONDS"
+    retryable = False
+
+
 class ReviewCaseNotFoundError(RatchetError):
     default_message = "review case not found"
+
+
+class AdmissionClosedError(RatchetError):
+    """New runs of a tenant and task are refused: a rollout metric crossed its threshold over the
+    sliding window (DESIGN.md section 8.3). Context: ``tenant_id``, ``task_id``, ``metric``,
+    ``value``, ``threshold``, ``window_seconds``. Runs in flight are not affected."""
+
+    default_message = "admission is closed for this tenant and task"
+    hint = ("runs in flight continue; check the runs with unresolved side effects one by one, then an "
+            "admin re-opens admission with `manage.py admission reopen TENANT TASK --by NAME --reason ...`")
 
 
 # --- evidence bundles and the demo (dashboard, second half) ----------------------------------

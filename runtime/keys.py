@@ -1,73 +1,185 @@
 """Where keyrings come from: environment variables or a key file outside the repository.
 
-Lookup order for each trust root (``checkpoint``, ``approval``, ``reviewer``):
+Four trust roots (DESIGN.md section 4.1): ``checkpoint`` (HMAC, symmetric) and the Ed25519 roots
+``approval``, ``reviewer`` and ``export``. A process that *signs* for an asymmetric root holds its
+private seed; a process that only *verifies* (a worker) holds its public keys and cannot mint.
 
-1. ``RATCHET_<ROOT>_KEYS="kid:BASE64[,kid:BASE64...]"`` (first entry signs; all verify).
-2. The key file ``RATCHET_KEY_FILE`` (default ``var/keys.json``), JSON of the form
-   ``{"checkpoint": {"current": "kid", "keys": {"kid": "BASE64"}}, ...}``. On the embedded
-   default the file is created on first use with mode 0600 (``RATCHET_CREATE_KEY_FILE``).
+Lookup order for each root:
 
-Key bytes are never logged, printed or put in an error message (DESIGN.md section 4).
+1. ``RATCHET_<ROOT>_KEYS="kid:BASE64[,kid:BASE64...]"``: private keys (first entry signs; all
+   verify). For the checkpoint root these are the HMAC keys.
+2. ``RATCHET_<ROOT>_PUBLIC_KEYS="kid:BASE64[,...]"``: Ed25519 public keys; when set, verification
+   uses exactly these (a worker is configured with these and no private key).
+3. The key file ``RATCHET_KEY_FILE`` (default ``var/keys.json``), JSON of the form
+   ``{"checkpoint": {"current": "kid", "keys": {"kid": "BASE64"}}, "approval": {"current": "kid",
+   "keys": {"kid": "SEED"}, "public": {"kid": "PUBLIC"}}, "reviewer": {..., "names": {"kid":
+   "alice"}}, "export": {...}}``. A section without ``keys`` verifies only. On the embedded default
+   the file is created on first use with mode 0600 (``RATCHET_CREATE_KEY_FILE``), and a root
+   missing from an older file is added.
+
+Private key bytes are never logged, printed or put in an error message (DESIGN.md section 4.1).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
-from runtime.core.signing import Keyring, SecretKey, TrustRoot, parse_keyring_spec
+from runtime.core.signing import Keyring, PublicKey, SecretKey, TrustRoot, parse_keyring_spec
 from runtime.errors import KeyringError
+
+PUBLIC_KEYS_FORMAT = "ratchet-public-keys/1"
+"""``format`` of a public-key file handed to an auditor (``manage.py keys export-public``)."""
+
+REVIEWER_KEY_FORMAT = "ratchet-reviewer-key/1"
+"""``format`` of one reviewer's own private key file (``manage.py keys reviewer-add``)."""
 
 
 def _env_name(root: TrustRoot) -> str:
     return f"RATCHET_{root.value.upper()}_KEYS"
 
 
-def _create_key_file(path: Path) -> None:
+def _public_env_name(root: TrustRoot) -> str:
+    return f"RATCHET_{root.value.upper()}_PUBLIC_KEYS"
+
+
+def _new_section(root: TrustRoot) -> dict[str, Any]:
+    key_id = f"{root.value}-{secrets.token_hex(4)}"
+    secret = SecretKey.generate()
+    section: dict[str, Any] = {"current": key_id, "keys": {key_id: secret.to_b64()}}
+    if root.asymmetric:
+        section["public"] = {key_id: PublicKey.of(secret).to_b64()}
+    return section
+
+
+def _write_private(path: Path, data: dict[str, Any], *, exclusive: bool) -> bool:
+    """Write ``data`` as JSON with mode 0600; False if ``exclusive`` and the file exists."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {
-        root.value: {"current": f"{root.value}-{secrets.token_hex(4)}", "keys": {}} for root in TrustRoot
-    }
-    for entry in data.values():
-        entry["keys"][entry["current"]] = SecretKey.generate().to_b64()
-    # O_EXCL: two processes starting at once must not both write (and disagree on) the keys.
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
+    if exclusive:
+        # O_EXCL: two processes starting at once must not both write (and disagree on) the keys.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return False
+        target = path
+    else:
+        target = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         json.dump(data, handle, indent=2)
         handle.flush()
         os.fsync(handle.fileno())
+    if target != path:
+        os.replace(target, path)
+    return True
 
 
-def _from_file(root: TrustRoot, path: Path) -> Keyring:
+def _create_key_file(path: Path) -> None:
+    _write_private(path, {root.value: _new_section(root) for root in TrustRoot}, exclusive=True)
+
+
+@contextmanager
+def _locked(path: Path) -> Any:
+    """Serialise read-modify-write of the key file between processes (a lock file beside it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _key_file_update(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    with _locked(path):
+        data = _read_file(path)
+        change(data)
+        _write_private(path, data, exclusive=False)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise KeyringError(f"key file for the {root} trust root does not exist", path=str(path.name)) from None
-    except (OSError, ValueError):
+        raise KeyringError("key file does not exist", path=str(path.name)) from None
+    except (OSError, ValueError, RecursionError):
         raise KeyringError("key file is unreadable or not JSON", path=str(path.name)) from None
-    entry = data.get(root.value) if isinstance(data, dict) else None
-    if not isinstance(entry, dict) or not isinstance(entry.get("keys"), dict):
+    if not isinstance(data, dict):
+        raise KeyringError("key file is not a JSON object", path=str(path.name))
+    return data
+
+
+def _section_keyring(root: TrustRoot, entry: Any, *, private: bool) -> Keyring | None:
+    """The private (``private``) or verifying keyring a key-file section describes, or None."""
+    if not isinstance(entry, dict):
+        return None
+    keys: dict[str, SecretKey | PublicKey] = {}
+    sources = ["keys"] if private else (["public"] if root.asymmetric else []) + ["keys"]
+    for source in sources:
+        table = entry.get(source, {})
+        if not isinstance(table, dict):
+            raise KeyringError(f"the {root} section of the key file has a malformed {source!r}")
+        for key_id, text in table.items():
+            if key_id in keys:
+                continue
+            if not isinstance(text, str):
+                raise KeyringError(f"{root} key {key_id!r} in the key file is not base64 text")
+            try:
+                if source == "public":
+                    keys[key_id] = PublicKey.from_b64(text)
+                else:
+                    keys[key_id] = SecretKey.from_b64(text)
+            except KeyringError as exc:
+                raise KeyringError(f"{root} key {key_id!r} in the key file: {exc.message}") from None
+    if not keys:
+        return None
+    current = entry.get("current")
+    if current not in keys:
+        current = next(iter(keys))
+    ring = Keyring(root, keys, str(current))
+    return ring if private or not root.asymmetric else ring.public()
+
+
+def _from_file(root: TrustRoot, path: Path, *, private: bool, create: bool) -> Keyring:
+    data = _read_file(path)
+    # Only an asymmetric root (the export root a pre-Ed25519 file lacks) is added to an existing
+    # file: a new checkpoint key there would orphan every checkpoint already signed.
+    if root.value not in data and create and not private and root.asymmetric:
+        _key_file_update(path, lambda d: d.setdefault(root.value, _new_section(root)))
+        data = _read_file(path)
+    ring = _section_keyring(root, data.get(root.value), private=private)
+    if ring is None:
+        if private:
+            raise KeyringError(
+                f"this process holds no private {root} key: only the process that owns the "
+                f"{root} trust root signs for it", root=root.value)
         raise KeyringError(f"key file has no {root} section with keys")
-    keys: dict[str, SecretKey] = {}
-    for key_id, text in entry["keys"].items():
-        if not isinstance(text, str):
-            raise KeyringError(f"{root} key {key_id!r} in the key file is not base64 text")
-        try:
-            keys[key_id] = SecretKey.from_b64(text)
-        except KeyringError as exc:
-            raise KeyringError(f"{root} key {key_id!r} in the key file: {exc.message}") from None
-    return Keyring(root, keys, str(entry.get("current")))
+    return ring
+
+
+def _key_file(create: bool | None) -> tuple[Path, bool]:
+    path = Path(settings.RATCHET_KEY_FILE)
+    if create is None:
+        create = settings.RATCHET_CREATE_KEY_FILE
+    if create and not path.exists():
+        _create_key_file(path)
+    return path, bool(create)
 
 
 def keyring_for(root: TrustRoot | str, *, create: bool | None = None) -> Keyring:
-    """The keyring of one trust root.
+    """The keyring that *verifies* for one trust root.
+
+    For the checkpoint root this is the HMAC keyring (it also seals). For an asymmetric root it
+    holds public keys only, whatever the process was given, so verifying code never handles a
+    private key (DESIGN.md section 4.1).
 
     Args:
         root: ``TrustRoot`` or its name.
@@ -77,12 +189,136 @@ def keyring_for(root: TrustRoot | str, *, create: bool | None = None) -> Keyring
         KeyringError: no keys configured for the root, or the configuration is malformed.
     """
     root = TrustRoot(root)
+    if root.asymmetric:
+        public_spec = os.environ.get(_public_env_name(root))
+        if public_spec:
+            return parse_keyring_spec(root, public_spec, public=True)
+    spec = os.environ.get(_env_name(root))
+    if spec:
+        ring = parse_keyring_spec(root, spec)
+        return ring.public() if root.asymmetric else ring
+    path, create = _key_file(create)
+    return _from_file(root, path, private=False, create=create)
+
+
+def signer_for(root: TrustRoot | str, *, create: bool | None = None) -> Keyring:
+    """The private keyring that *signs* for an asymmetric root (approval service, reviewer
+    role, bundle export). A worker configured with public keys only gets a ``KeyringError``.
+
+    Raises:
+        KeyringError: this process holds no private key of ``root``, or the configuration is
+            malformed (DESIGN.md section 4.1).
+    """
+    root = TrustRoot(root)
     spec = os.environ.get(_env_name(root))
     if spec:
         return parse_keyring_spec(root, spec)
-    path = Path(settings.RATCHET_KEY_FILE)
-    if create is None:
-        create = settings.RATCHET_CREATE_KEY_FILE
-    if create and not path.exists():
-        _create_key_file(path)
-    return _from_file(root, path)
+    if root.asymmetric and os.environ.get(_public_env_name(root)):
+        raise KeyringError(f"this process holds only the public {root} keys and cannot sign for it",
+                           root=root.value)
+    path, create = _key_file(create)
+    return _from_file(root, path, private=True, create=create)
+
+
+def reviewer_names(*, path: Path | None = None) -> dict[str, str]:
+    """``key_id -> reviewer name`` for reviewer keys bound to one person (their own key file).
+
+    Read from the key file (or the public-key file ``path``); empty when none is configured.
+    A decision signed with a bound key must name that reviewer (DESIGN.md section 6.3).
+    """
+    source = path or Path(settings.RATCHET_KEY_FILE)
+    try:
+        data = _read_file(source)
+    except KeyringError:
+        return {}
+    names = (data.get(TrustRoot.REVIEWER.value) or {}).get("names", {})
+    return {k: v for k, v in names.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(names, dict) else {}
+
+
+def public_keys_document() -> dict[str, Any]:
+    """The public keys of every asymmetric root as JSON, for an auditor (no private key, no
+    checkpoint key). ``manage.py keys export-public`` writes it; ``verify-bundle --public-keys``
+    reads it (DESIGN.md section 4.8).
+
+    Raises:
+        KeyringError: a root has no keys configured.
+    """
+    doc: dict[str, Any] = {"format": PUBLIC_KEYS_FORMAT}
+    for root in TrustRoot:
+        if not root.asymmetric:
+            continue
+        ring = keyring_for(root)
+        doc[root.value] = {"current": ring.current_key_id,
+                           "public": {k: v.to_b64() for k, v in ring.public_keys().items()}}
+    names = reviewer_names()
+    if names:
+        doc[TrustRoot.REVIEWER.value]["names"] = names
+    return doc
+
+
+def public_keys_load(path: Path) -> dict[TrustRoot, Keyring]:
+    """The verifying keyrings in a public-key file (see :func:`public_keys_document`).
+
+    Raises:
+        KeyringError: unreadable, not a public-key file, a root missing, or a private key inside.
+    """
+    data = _read_file(path)
+    if data.get("format") != PUBLIC_KEYS_FORMAT:
+        raise KeyringError(f"not a {PUBLIC_KEYS_FORMAT} file", path=str(path.name))
+    rings = {}
+    for root in TrustRoot:
+        if not root.asymmetric:
+            continue
+        entry = data.get(root.value)
+        if isinstance(entry, dict) and "keys" in entry:
+            raise KeyringError(f"the public-key file holds private {root} keys; refuse to use it",
+                               path=str(path.name))
+        ring = _section_keyring(root, entry, private=False)
+        if ring is None:
+            raise KeyringError(f"the public-key file has no {root} keys", path=str(path.name))
+        rings[root] = ring
+    return rings
+
+
+def reviewer_key_create(*, name: str, out: Path) -> str:
+    """Create one reviewer's own Ed25519 key file at ``out`` (mode 0600) and add its public key,
+    bound to ``name``, to the reviewer trust root in the key file. Returns the key id.
+
+    Raises:
+        KeyringError: ``out`` exists, the name is not a short identifier, or the reviewer root
+            is configured through the environment (then add the printed public key there).
+    """
+    if not name or len(name) > 64 or not all(c.isalnum() or c in "._-@" for c in name):
+        raise KeyringError("a reviewer name is 1-64 letters, digits or . _ - @")
+    if os.environ.get(_public_env_name(TrustRoot.REVIEWER)) or os.environ.get(_env_name(TrustRoot.REVIEWER)):
+        raise KeyringError("the reviewer trust root comes from the environment here; add the new "
+                           "public key to RATCHET_REVIEWER_PUBLIC_KEYS of every process instead")
+    key_id = f"reviewer-{''.join(c if c.isalnum() else '-' for c in name)[:40]}-{secrets.token_hex(3)}"
+    secret = SecretKey.generate()
+    doc = {"format": REVIEWER_KEY_FORMAT, "reviewer": name, "key_id": key_id, "private": secret.to_b64()}
+    if not _write_private(Path(out), doc, exclusive=True):
+        raise KeyringError("the reviewer key file already exists; choose another path", path=Path(out).name)
+    path, _ = _key_file(None)
+
+    def register(data: dict[str, Any]) -> None:
+        section = data.setdefault(TrustRoot.REVIEWER.value, _new_section(TrustRoot.REVIEWER))
+        section.setdefault("public", {})[key_id] = PublicKey.of(secret).to_b64()
+        section.setdefault("names", {})[key_id] = name
+
+    _key_file_update(path, register)
+    return key_id
+
+
+def reviewer_key_load(path: Path) -> tuple[str, Keyring]:
+    """A reviewer's own key file: ``(reviewer name, signing keyring of the reviewer root)``.
+
+    Raises:
+        KeyringError: unreadable or not a reviewer key file (the message never shows the key).
+    """
+    data = _read_file(Path(path))
+    if data.get("format") != REVIEWER_KEY_FORMAT or not isinstance(data.get("reviewer"), str) \
+            or not isinstance(data.get("key_id"), str) or not isinstance(data.get("private"), str):
+        raise KeyringError(f"not a {REVIEWER_KEY_FORMAT} file", path=Path(path).name)
+    ring = Keyring(TrustRoot.REVIEWER, {data["key_id"]: SecretKey.from_b64(data["private"])}, data["key_id"])
+    return data["reviewer"], ring

@@ -7,8 +7,11 @@ with this machine's clock: workers on several machines disagree about the time, 
 one clock they share. A rowcount other than one means someone else got there first and becomes a
 typed error (house style 1).
 
-``lease_version`` increments on *every* acquisition, including a worker re-taking its own lease.
-It is the fencing token: adapters reject tokens older than the newest they have seen, and
+``lease_version`` grows on *every* acquisition, including a worker re-taking its own lease. It is
+the fencing token, and it comes from the environment's one counter
+(:func:`runtime.environments.environment_fence_next_txn`, advanced in the same transaction), so a
+new lease on any run acting on an environment holds a newer token than every earlier one there
+(DESIGN.md section 4.6): adapters reject tokens older than the newest they have seen, and
 ``checkpoint_commit`` refuses a commit whose token is no longer current.
 """
 
@@ -20,9 +23,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.db import models, transaction
-from django.db.models import ExpressionWrapper, F, Q
+from django.db.models import ExpressionWrapper, Q
 from django.db.models.functions import Now
 
+from runtime.environments import environment_fence_next_txn
 from runtime.errors import LeaseHeldError, LeaseLostError, RunNotFoundError
 from runtime.models import Run
 from runtime.trace import trace_append_txn
@@ -89,8 +93,10 @@ def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float) -> Lease:
     """Take the run's lease for ``worker`` for ``ttl_seconds`` seconds (database clock).
 
     Succeeds when the lease is free, expired by the database clock, or already held by
-    ``worker``; in every case ``lease_version`` increments, so a restarted worker fences off its
-    own previous incarnation. Records a ``lease.acquired`` trace event in the same transaction.
+    ``worker``; in every case ``lease_version`` becomes the environment's next fencing token
+    (DESIGN.md section 4.6), so a restarted worker fences off its own previous incarnation and
+    every earlier writer on the environment. Records a ``lease.acquired`` trace event in the
+    same transaction.
 
     Args:
         run_id: the run.
@@ -109,11 +115,14 @@ def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float) -> Lease:
         before = (
             Run.objects.select_for_update()
             .filter(run_id=run_id)
-            .values("owner_worker", "lease_version", "state_version")
+            .values("owner_worker", "lease_version", "state_version", "environment_instance_id")
             .first()
         )
         if before is None:
             raise RunNotFoundError(run_id=run_id)
+        # A refused attempt below rolls this advance back with the transaction.
+        token = environment_fence_next_txn(run_id=run_id, instance_id=before["environment_instance_id"],
+                                           floor=before["lease_version"])
         takeable = (
             Q(owner_worker="")
             | Q(owner_worker=worker)
@@ -122,7 +131,7 @@ def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float) -> Lease:
         )
         updated = Run.objects.filter(takeable, run_id=run_id).update(
             owner_worker=worker,
-            lease_version=F("lease_version") + 1,
+            lease_version=token,
             lease_expires_at=expiry,
             updated_at=Now(),
         )

@@ -92,6 +92,11 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["phase", "lease_expires_at"]),
             models.Index(fields=["tenant_id", "task_id"]),
+            # Dashboard keyset pages (DESIGN.md section 6.8): the runs list order, per phase,
+            # and the approvals queue order.
+            models.Index(fields=["-created_at", "-run_id"], name="run_list_order"),
+            models.Index(fields=["phase", "-created_at", "-run_id"], name="run_phase_list_order"),
+            models.Index(fields=["phase", "updated_at", "run_id"], name="run_phase_updated"),
         ]
 
     def __str__(self) -> str:
@@ -144,6 +149,27 @@ class HighWaterMark(models.Model):
         return f"hwm {self.task_id}/{self.run_id}/{self.environment_instance_id}={self.generation}"
 
 
+class EnvironmentRegistration(models.Model):
+    """An environment instance as the control plane knows it (DESIGN.md sections 4.6 and 5.4).
+
+    ``fencing_token`` is the newest fencing token issued for the instance: every lease on a run
+    that acts on it advances this one counter, so tokens are monotonic per environment, not per
+    run. ``location`` and ``identity`` (``"<device>:<inode>"`` of the directory) are recorded when
+    a filesystem environment is first registered and checked on every observation, so a byte copy
+    (which carries the instance id file along) is not taken for the registered instance.
+    Service: ``runtime.environments``.
+    """
+
+    instance_id = models.CharField(max_length=200, primary_key=True)
+    fencing_token = models.BigIntegerField(default=0)
+    location = models.CharField(max_length=4096, blank=True, default="")
+    identity = models.CharField(max_length=64, blank=True, default="")
+    registered_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"environment {self.instance_id} (fence {self.fencing_token})"
+
+
 class TraceEvent(AppendOnly):
     """One hash-chained trace event: ``hash = H(prev_hash, seq, type, payload, env version, at)``.
 
@@ -161,7 +187,12 @@ class TraceEvent(AppendOnly):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="trace_unique_seq")]
-        indexes = [models.Index(fields=["run", "event_type"])]
+        indexes = [
+            models.Index(fields=["run", "event_type"]),
+            # Trace browser keyset pages by type or environment version (DESIGN.md section 6.8).
+            models.Index(fields=["event_type", "-id"], name="trace_type_recent"),
+            models.Index(fields=["environment_version", "-id"], name="trace_envver_recent"),
+        ]
         ordering = ["run", "seq"]
 
     def __str__(self) -> str:
@@ -269,7 +300,101 @@ class ReviewCase(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["status", "opened_at"])]
+        indexes = [
+            models.Index(fields=["status", "opened_at"]),
+            models.Index(fields=["-opened_at", "case_id"], name="case_recent"),
+        ]
 
     def __str__(self) -> str:
         return f"case {self.case_id} ({self.status}, {self.reason})"
+
+
+class MetricCounter(models.Model):
+    """One counter cell kept as trace events happen (DESIGN.md section 8.1).
+
+    Incremented (``INSERT ... ON CONFLICT DO UPDATE``) in the transaction that appends the event
+    that causes it, so it commits or rolls back with that event. ``window_start`` is the start
+    (unix seconds) of the time bucket the increment fell in: totals sum every bucket, the
+    admission gate sums the buckets of its sliding window. Service: ``runtime.metrics``.
+    """
+
+    name = models.CharField(max_length=64)
+    tenant_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200)
+    label = models.CharField(max_length=64, blank=True, default="")
+    """A histogram bucket's upper bound (``le``), or ``""``."""
+    window_start = models.BigIntegerField()
+    value = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "tenant_id", "task_id", "label", "window_start"],
+                                               name="metric_counter_cell")]
+
+    def __str__(self) -> str:
+        return f"{self.name}{{{self.tenant_id}/{self.task_id} {self.label}}}@{self.window_start}={self.value}"
+
+
+class RecoveryWatch(models.Model):
+    """A run's recoveries not decided yet (DESIGN.md section 8.1; ``runtime.metrics_rules``).
+
+    Written with ``recovery.started``, read when a worker takes the run's lease, and deleted
+    with the event that decides them. No foreign key: discarding a run must not be blocked.
+    """
+
+    run_id = models.CharField(max_length=64, primary_key=True)
+    tenant_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200)
+    open = models.IntegerField(default=0)
+    durations = models.JSONField(default=list)
+    """``duration_seconds`` of each open recovery's ``recovery.succeeded`` (seconds)."""
+    nothing_to_recover = models.BooleanField(default=False)
+    """The newest recovery started on a run already frozen for review."""
+
+    def __str__(self) -> str:
+        return f"recovery watch {self.run_id} ({self.open} open)"
+
+
+class AdmissionDecision(AppendOnly):
+    """An admin's signed decision re-opening admission for a tenant and task (DESIGN.md section 8.3).
+
+    ``body`` is exactly what was signed (canonical JSON) with the reviewer root's key
+    ``key_id``; counters in buckets that started before ``decided_at`` no longer count against
+    the scope. Service: ``runtime.admission``.
+    """
+
+    tenant_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200)
+    decided_by = models.CharField(max_length=200)
+    reason = models.TextField()
+    decided_at = models.DateTimeField()
+    body = models.JSONField()
+    key_id = models.CharField(max_length=200)
+    signature = models.CharField(max_length=256)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant_id", "task_id", "decided_at"])]
+
+    def __str__(self) -> str:
+        return f"admission re-opened for {self.tenant_id}/{self.task_id} by {self.decided_by}"
+
+
+class GatewayToken(models.Model):
+    """An agent's token for the gateway (DESIGN.md section 5.12): scoped to one tenant and one
+    run, optionally to some of its actions; stored as a digest only, revocable, rate limited by
+    a fixed-window counter on this row. Service: ``runtime.gateway.tokens``."""
+
+    token_id = models.CharField(max_length=32, primary_key=True)
+    """Public handle shown in the dashboard and in errors; the secret is never stored."""
+    secret_digest = models.CharField(max_length=71)
+    tenant_id = models.CharField(max_length=200)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="gateway_tokens")
+    agent = models.CharField(max_length=200, blank=True, default="")
+    actions = models.JSONField(default=list, blank=True)
+    """Action kinds the token may call; empty: every kind the run's policy allows."""
+    created_at = models.DateTimeField(db_default=Now())
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    window_started_at = models.DateTimeField(null=True, blank=True)
+    window_calls = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"gateway token {self.token_id} (run {self.run_id})"

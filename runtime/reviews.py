@@ -3,24 +3,29 @@
 Every ``needs_review`` freeze opens a case (``runtime.cases.case_open``, called by the engine)
 that keeps the pending intent, both digests, the full receipt and its fingerprint, the
 environment version, the reason and a trace excerpt. A reviewer resolves it with ``replan`` or
-``abort``, signed under the reviewer trust root and bound to task, run, policy, action, key, both
-digests, the receipt fingerprint, the environment and a one-time nonce (``decision_prepare`` ->
-``decision_sign_for``).
+``abort``, signed (Ed25519) under the reviewer trust root -- with the reviewer role's key held by
+the dashboard, or with a person's own key file on the command line -- and bound to task, run,
+policy, action, key, both digests, the receipt fingerprint, the environment and a one-time nonce
+(``decision_prepare`` -> ``decision_sign_for``). A decision is usable for
+``RATCHET_DECISION_SECONDS`` after it was signed, judged by the database clock (DESIGN.md
+section 6.3).
 
 ``case_decide`` applies a signed decision under the run's lease: it re-reads the authoritative
 receipt from the adapter and re-observes the environment, and keeps the run frozen -- recording
 the refusal in the trace -- on an unknown signer, a tampered signature, any bound field that
 differs, a reused nonce, receipt drift or a changed environment. The signed checkpoint is the
 commit point; the case row is updated after it and repaired from the checkpoint if a crash
-came in between (``runtime.cases.case_sync``).
+came in between (``runtime.cases.case_sync``). A replan's key quarantine is written inside the
+checkpoint's commit transaction, so a replan that loses the race to an abort quarantines nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 import runtime.dispatch
@@ -36,21 +41,32 @@ from runtime.core.checkpoint import (
     StopReason,
 )
 from runtime.core.crashpoints import crash_point, register
-from runtime.core.evidence import decision_mismatch, decision_sign, decision_verify
+from runtime.core.evidence import (
+    decision_expires_at,
+    decision_mismatch,
+    decision_sign,
+    decision_verify,
+    reviewer_name_problem,
+)
 from runtime.core.ledger import state_ledger
-from runtime.core.signing import TrustRoot
+from runtime.core.signing import Keyring, TrustRoot
 from runtime.core.statemachine import Event, transition
+from runtime.db_clock import db_now
 from runtime.errors import (
     BadSignatureError,
     DecisionRefusedError,
     ReviewCaseNotFoundError,
     UnknownKeyError,
 )
-from runtime.keys import keyring_for
+from runtime.keys import keyring_for, reviewer_names, signer_for
 from runtime.models import CaseStatus, ReviewCase
 from runtime.receipts import key_quarantine
 from runtime.session import adapter_for_run, run_session, session_commit, store_observation
 from runtime.trace import trace_append
+
+FUTURE_STAMP_SECONDS = 300.0
+"""How far (seconds) a decision's ``issued_at`` may lie ahead of the database clock: decisions are
+stamped with that clock, so only a forged or badly skewed stamp is further ahead."""
 
 CP_AFTER_DECISION_COMMIT = register("review.after_decision_commit",
                                     "decision applied in the checkpoint, case row not updated yet")
@@ -109,19 +125,23 @@ def decision_prepare(*, case_id: str) -> dict[str, Any]:
 
 
 def decision_sign_for(*, case_id: str, reviewer: str, decision: DecisionKind | str,
-                      binding: dict[str, Any] | None = None) -> SignedDecision:
-    """Sign ``decision`` for ``case_id`` as ``reviewer`` under the reviewer trust root.
+                      binding: dict[str, Any] | None = None, keyring: Keyring | None = None) -> SignedDecision:
+    """Sign ``decision`` for ``case_id`` as ``reviewer`` under the reviewer trust root, stamped
+    with the database clock (DESIGN.md section 6.3).
 
     Args:
+        reviewer: the signed-in reviewer (dashboard) or the name bound to ``keyring``'s key.
         binding: the fields the reviewer was shown (from :func:`decision_prepare`); prepared now
             when omitted.
+        keyring: a person's own private reviewer key (``runtime.keys.reviewer_key_load``); None:
+            the reviewer role's private key this process holds.
 
     Raises:
-        ReviewCaseNotFoundError; KeyringError if the reviewer keyring is not configured.
+        ReviewCaseNotFoundError; KeyringError if this process holds no private reviewer key.
     """
     fields = dict(binding) if binding is not None else decision_prepare(case_id=case_id)
-    fields.update({"reviewer": reviewer, "decision": DecisionKind(decision)})
-    return decision_sign(keyring=keyring_for(TrustRoot.REVIEWER), binding=fields)
+    fields.update({"reviewer": reviewer, "decision": DecisionKind(decision), "issued_at": db_now()})
+    return decision_sign(keyring=keyring or signer_for(TrustRoot.REVIEWER), binding=fields)
 
 
 @dataclass(frozen=True)
@@ -177,6 +197,14 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
             return refuse(f"unknown signer: key id {decision.key_id} is not in the reviewer trust root")
         except BadSignatureError:
             return refuse("tampered decision: the signature does not verify")
+        misnamed = reviewer_name_problem(decision, reviewer_names())
+        if misnamed:
+            return refuse(f"wrong reviewer: {misnamed}")
+        now = db_now()
+        if decision_expires_at(decision, validity_seconds=settings.RATCHET_DECISION_SECONDS) <= now:
+            return refuse("expired decision: signed more than RATCHET_DECISION_SECONDS ago by the database clock")
+        if decision.issued_at > now + timedelta(seconds=FUTURE_STAMP_SECONDS):
+            return refuse("decision is stamped in the future by the database clock")
         if state_ledger(state).nonce_consumed(decision.nonce):
             return refuse("nonce already used: a decision can be applied once")
         if state.phase != Phase.NEEDS_REVIEW:
@@ -203,9 +231,12 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
         state_ledger(state).consume_nonce(decision.nonce)
         if kind == DecisionKind.REPLAN:
             if ref.idempotency_key and state.pending is not None:
-                key_quarantine(run_id=run_id, idempotency_key=ref.idempotency_key,
-                               intent_digest=state.pending.intent_digest,
-                               reason=f"replan by {decision.reviewer} on {decision.case_id}")
+                # Inside the commit's transaction: if this replan loses to an abort, the commit
+                # fails and the key stays usable (DESIGN.md section 6.3).
+                quarantine = {"run_id": run_id, "idempotency_key": ref.idempotency_key,
+                              "intent_digest": state.pending.intent_digest,
+                              "reason": f"replan by {decision.reviewer} on {decision.case_id}"}
+                ctx.within_commit.append(lambda: key_quarantine(**quarantine))
                 state_ledger(state).quarantine_key(ref.idempotency_key)
             ref.status = ReviewCaseStatus.REPLANNED
             state.pending = None
@@ -227,7 +258,7 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
         crash_point(CP_AFTER_DECISION_COMMIT)
         ReviewCase.objects.filter(case_id=decision.case_id, status=CaseStatus.OPEN).update(
             status=ref.status.value, sealed=sealed, decision=decision.model_dump(mode="json"),
-            decided_by=decision.reviewer, decided_at=datetime.now(UTC),
+            decided_by=decision.reviewer, decided_at=db_now(),
         )
         outcome = DecisionOutcome(decision.case_id, run_id, True, kind.value, state.phase.value)
     if kind == DecisionKind.REPLAN:

@@ -32,6 +32,8 @@ from runtime.attachments import attachment_put
 from runtime.cases import case_sync
 from runtime.checkpoints import checkpoint_commit, checkpoint_restore
 from runtime.core.checkpoint import EnvironmentRef, RunState, VersionSet
+from runtime.environments import adapter_bind
+from runtime.heartbeats import LeaseHeartbeat
 from runtime.leases import Lease, lease_acquire_waiting, lease_release
 from runtime.models import Run
 from runtime.planners.base import Planner
@@ -124,6 +126,10 @@ def session_open(*, run_id: str, worker: str, lease: Lease, ttl: float) -> RunSe
     plugin_pins_check(run_id=run_id, pinned=stored.get("plugins"), spec=spec)
     adapter = open_adapter(spec.environment.adapter, target, entry=spec.environment.entry,
                            options=spec.environment.options)
+    # Every observation, look-up and write checks the registered location first (section 5.4);
+    # every look-up by key raises the adapter's fence to this lease's token first (section 4.6).
+    adapter = adapter_bind(adapter, instance_id=run.environment_instance_id, kind=str(initial.get("kind", "")),
+                           target=target, fencing_token=lease.lease_version)
     scenario = scenario_fingerprint(spec, _InitialObservation(**initial))
     restored = checkpoint_restore(
         run_id=run_id,
@@ -189,6 +195,22 @@ def session_commit(session: RunSession, *events: tuple[str, dict[str, Any]]) -> 
     session.generation = result.generation
     session.steps += 1
     session.events.extend(e[0] for e in events)
+
+
+@contextmanager
+def session_heartbeat(session: RunSession) -> Iterator[LeaseHeartbeat]:
+    """Keep the session's lease while one long adapter or model call runs (DESIGN.md section 4.9).
+
+    Renews every third of the session's TTL for at most ``RATCHET_MAX_CALL_SECONDS`` seconds;
+    the renewed lease replaces the session's when the block ends. Yields the heartbeat, whose
+    ``lost`` event says the lease is gone.
+    """
+    beat = LeaseHeartbeat(session.lease, ttl_seconds=session.ttl, max_seconds=settings.RATCHET_MAX_CALL_SECONDS)
+    with beat:
+        yield beat
+    if beat.beats:
+        session.lease = beat.lease
+        session.renewed_at = time.monotonic()
 
 
 # --- observations -------------------------------------------------------------------------------

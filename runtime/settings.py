@@ -150,6 +150,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "runtime.admission_banner.admission_banner",
             ],
         },
     }
@@ -244,8 +245,32 @@ RATCHET_LOGIN_LOCKOUT_SECONDS = _positive_int("RATCHET_LOGIN_LOCKOUT_SECONDS", 9
 RATCHET_KEY_FILE = Path(env.str("RATCHET_KEY_FILE", default=str(VAR_DIR / "keys.json")))
 RATCHET_CREATE_KEY_FILE = _typed("RATCHET_CREATE_KEY_FILE", env.bool, True)
 RATCHET_LEASE_SECONDS = _seconds("RATCHET_LEASE_SECONDS", 30.0)
+# Longest single adapter or model call the lease heartbeat keeps the lease for (DESIGN.md section 4.9).
+RATCHET_MAX_CALL_SECONDS = _seconds("RATCHET_MAX_CALL_SECONDS", 900.0)
 RATCHET_APPROVAL_SECONDS = _seconds("RATCHET_APPROVAL_SECONDS", 3600.0)
+# Longest approval validity anyone may ask for, and how long a signed reviewer decision stays
+# usable after it was signed; both judged by the database clock (DESIGN.md sections 4.7, 6.2, 6.3).
+RATCHET_APPROVAL_MAX_SECONDS = _seconds("RATCHET_APPROVAL_MAX_SECONDS", 86400.0)
+RATCHET_DECISION_SECONDS = _seconds("RATCHET_DECISION_SECONDS", 3600.0)
 RATCHET_WORKER_ID = env.str("RATCHET_WORKER_ID", default="")
+# The agent gateway (DESIGN.md section 5.12): calls per token per window, the largest call in
+# bytes, how long a call waits for the run's lease, and the dashboard's address for its links.
+RATCHET_GATEWAY_RATE_LIMIT = _positive_int("RATCHET_GATEWAY_RATE_LIMIT", 120)
+RATCHET_GATEWAY_RATE_WINDOW_SECONDS = _seconds("RATCHET_GATEWAY_RATE_WINDOW_SECONDS", 60.0)
+RATCHET_GATEWAY_MAX_BYTES = _positive_int("RATCHET_GATEWAY_MAX_BYTES", 1_048_576)
+RATCHET_GATEWAY_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_WAIT_SECONDS", 10.0)
+RATCHET_DASHBOARD_URL = env.str("RATCHET_DASHBOARD_URL", default="")
+# /metrics (DESIGN.md section 8.1): bearer token; unset, only loopback requests are served.
+RATCHET_METRICS_TOKEN = env.str("RATCHET_METRICS_TOKEN", default="")
+RATCHET_METRICS_BUCKET_SECONDS = _positive_int("RATCHET_METRICS_BUCKET_SECONDS", 60)
+# Admission gate (DESIGN.md section 8.3): defaults per tenant and task over a sliding window;
+# RATCHET_ADMISSION_THRESHOLDS is JSON {"tenant/task" or "tenant/*": {name: value}} overriding them.
+RATCHET_ADMISSION_WINDOW_SECONDS = _seconds("RATCHET_ADMISSION_WINDOW_SECONDS", 3600.0)
+RATCHET_ADMISSION_MIN_SUCCESS_RATE = _typed("RATCHET_ADMISSION_MIN_SUCCESS_RATE", env.float, 0.9)
+RATCHET_ADMISSION_MIN_RECOVERIES = _positive_int("RATCHET_ADMISSION_MIN_RECOVERIES", 10)
+RATCHET_ADMISSION_MAX_P95_SECONDS = _seconds("RATCHET_ADMISSION_MAX_P95_SECONDS", 60.0)
+RATCHET_ADMISSION_MAX_DUPLICATES = _typed("RATCHET_ADMISSION_MAX_DUPLICATES", env.int, 0)
+RATCHET_ADMISSION_THRESHOLDS = env.str("RATCHET_ADMISSION_THRESHOLDS", default="")
 
 # --- Celery ----------------------------------------------------------------------------------
 # Embedded default: `manage.py worker` runs one worker with the sweeper (beat) inside it, on a
@@ -332,13 +357,18 @@ def _broker_transport_options(url: str) -> dict[str, Any]:
         return {"visibility_timeout": RATCHET_BROKER_VISIBILITY_SECONDS}
     if _is_sqlalchemy_broker(url):
         # Every option of this transport goes to sqlalchemy.create_engine(), so only engine
-        # arguments belong here (not even `polling_interval`, which it refuses: it polls every
-        # second). The SQLite busy timeout (seconds) rides out processes publishing at once.
+        # arguments belong here (not even `polling_interval`, which it refuses: the worker sets
+        # it from RATCHET_BROKER_POLL_SECONDS in runtime.celery.BrokerPolling instead). The
+        # SQLite busy timeout (seconds) rides out processes publishing at once.
         return {"connect_args": {"timeout": 30}} if "+sqlite" in scheme else {}
     return {}
 
 
 CELERY_BROKER_TRANSPORT_OPTIONS = _broker_transport_options(CELERY_BROKER_URL)
+# Seconds a worker on a polling broker (the embedded SQLAlchemy transport) sleeps when it cannot
+# take a message (queue empty or prefetch slots full): kombu's default of 1 s made every task
+# wait up to a second for the next (runtime.celery.BrokerPolling, DESIGN.md section 5.7).
+RATCHET_BROKER_POLL_SECONDS = _seconds("RATCHET_BROKER_POLL_SECONDS", 0.1)
 
 LOGGING = {
     "version": 1,

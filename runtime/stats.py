@@ -1,37 +1,44 @@
 """Recovery metrics computed from stored trace events (DESIGN.md section 8).
 
-* recovery success rate = succeeded / (succeeded + failed) recoveries, where a recovery is the
-  ``recovery.succeeded`` / ``recovery.failed`` event a worker traces after taking over a run
-  whose previous worker died. A ``recovery.succeeded`` still counts as **failed** when that
-  recovery froze the run for a human: the first checkpoint committed after its
-  ``recovery.started`` put a run that was not frozen before into ``needs_review`` (the cached
-  receipt is gone from the adapter, cache and adapter drifted, the environment drifted while the
-  worker was dead, ...). Restoring the checkpoint is not recovering the run; fail-closed freezes
-  are counted so that a rollout watching this rate sees them.
-* recovery duration     = median and p95 of ``duration_seconds`` of succeeded recoveries (seconds)
+* recovery success rate = succeeded / (succeeded + failed) decided recoveries. A recovery starts
+  with ``recovery.started`` and is decided by the run's first decisive event after it
+  (``runtime.metrics_rules``): it **fails** when the run freezes (``needs_review``) or fails
+  (``failed``, or ``recovery.failed``: the restore failed closed) before its next completed
+  write, however many checkpoints later that is; it succeeds at that completed write (or when
+  the run ends completed or cancelled). Restoring the checkpoint is not recovering the run:
+  fail-closed freezes are counted so that a rollout watching this rate sees them. Recoveries
+  not decided yet (the run is still in flight) are reported as ``open`` and left out of the rate.
+* recovery duration     = median and p95 of ``duration_seconds`` of ``recovery.succeeded`` events
+  of succeeded recoveries (seconds)
 * duplicate submissions = sum of ``duplicates`` in ``audit.effects`` events (effects beyond the
   first per idempotency key, counted in the adapter's own records when a run completes)
+
+This is the whole-trace computation (``manage.py recovery-stats``, the health page, and the
+reference the counters of ``runtime.metrics`` are tested against); ``/metrics`` reads the
+counters instead.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
-
+from runtime.metrics_rules import FAILED, FROZEN, SUCCEEDED, recovery_decision
 from runtime.models import TraceEvent
 
-FROZEN = "needs_review"
-"""Phase value of a run frozen for review."""
+__all__ = ["FROZEN", "RecoveryStats", "recovery_stats"]
+
+_WALKED = ("recovery.started", "recovery.succeeded", "recovery.failed", "write.executed",
+           "write.reconciled", "checkpoint.committed")
 
 
 @dataclass(frozen=True)
 class RecoveryStats:
     """Recovery metrics. Durations in seconds; ``success_rate`` in [0, 1], None without recoveries.
 
-    ``frozen`` counts the failed recoveries that restored the run but froze it for review.
+    ``frozen`` counts the failed recoveries decided by a freeze (``needs_review``); ``open`` the
+    recoveries not decided yet (not in ``recoveries``).
     """
 
     recoveries: int
@@ -43,6 +50,7 @@ class RecoveryStats:
     duplicate_submissions: int
     audited_runs: int
     frozen: int = 0
+    open: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,64 +62,90 @@ def _p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[94]
 
 
-def _phase_of_commit(*, before: bool) -> Subquery:
-    """Phase of the run's last checkpoint commit before (or first after) the outer event."""
-    commits = TraceEvent.objects.filter(run_id=OuterRef("run_id"),
-                                        event_type="checkpoint.committed")
-    if before:
-        commits = commits.filter(seq__lt=OuterRef("seq")).order_by("-seq")
-    else:
-        commits = commits.filter(seq__gt=OuterRef("seq")).order_by("seq")
-    return Subquery(commits.values("payload__phase")[:1])
+@dataclass
+class _Walk:
+    """One run's recoveries while its events are read in order."""
+
+    phase: str = ""
+    open: list[float | None] = field(default_factory=list)
+    """Per open recovery: its ``recovery.succeeded`` duration (None until traced)."""
+    nothing_to_recover: bool = False
+    awaiting_outcome: bool = False
+    """A ``recovery.started`` whose own ``recovery.succeeded``/``failed`` is not read yet."""
 
 
 def recovery_stats(*, run_ids: list[str] | None = None) -> RecoveryStats:
-    """Compute :class:`RecoveryStats` over all runs, or over ``run_ids`` (one query).
+    """Compute :class:`RecoveryStats` over all runs, or over ``run_ids`` (two queries).
+
+    Reads, for the runs that had a recovery, their recovery events, completed writes and
+    checkpoint commits in ``seq`` order, and applies ``runtime.metrics_rules``.
 
     Args:
         run_ids: restrict to these runs (None: every run).
     """
-    events = TraceEvent.objects.filter(
-        event_type__in=("recovery.started", "recovery.succeeded", "recovery.failed",
-                        "audit.effects")
-    ).annotate(phase_before=_phase_of_commit(before=True),
-               phase_after=_phase_of_commit(before=False)).order_by("run_id", "seq")
+    recovered = TraceEvent.objects.filter(event_type__in=("recovery.started", "recovery.succeeded",
+                                                          "recovery.failed"))
+    audits = TraceEvent.objects.filter(event_type="audit.effects")
     if run_ids is not None:
-        events = events.filter(run_id__in=run_ids)
+        recovered = recovered.filter(run_id__in=run_ids)
+        audits = audits.filter(run_id__in=run_ids)
+    events = (TraceEvent.objects.filter(event_type__in=_WALKED,
+                                        run_id__in=recovered.values("run_id"))
+              .order_by("run_id", "seq").values_list("run_id", "event_type", "payload"))
     durations: list[float] = []
-    failed = 0
-    frozen = 0
+    succeeded = failed = frozen = 0
+    walks: dict[str, _Walk] = {}
+    for run_id, event_type, payload in events.iterator():
+        walk = walks.setdefault(run_id, _Walk())
+        decision = recovery_decision(event_type, payload)
+        lone = event_type in ("recovery.succeeded", "recovery.failed") and not walk.awaiting_outcome
+        if event_type in ("recovery.succeeded", "recovery.failed"):
+            walk.awaiting_outcome = False
+        if event_type == "recovery.started":
+            walk.awaiting_outcome = True
+            walk.open.append(None)
+            walk.nothing_to_recover = walk.phase == FROZEN
+        elif lone:
+            # No recovery.started of its own before it (a trace written before the engine traced
+            # starts): the event decides its own recovery, as it always did.
+            succeeded += event_type == "recovery.succeeded"
+            failed += event_type == "recovery.failed"
+            if event_type == "recovery.succeeded":
+                durations.append(float(payload.get("duration_seconds", 0.0)))
+            continue
+        elif event_type == "recovery.succeeded" and walk.open:
+            walk.open[-1] = float(payload.get("duration_seconds", 0.0))
+            if walk.nothing_to_recover:
+                decision = SUCCEEDED
+        if decision == SUCCEEDED:
+            # A recovery killed before it traced its own success succeeds with the run (untimed).
+            succeeded += len(walk.open)
+            durations.extend(d for d in walk.open if d is not None)
+            walk.open.clear()
+        elif decision == FAILED:
+            failed += len(walk.open)
+            if event_type == "checkpoint.committed" and payload.get("phase") == FROZEN:
+                frozen += len(walk.open)
+            walk.open.clear()
+        if event_type == "checkpoint.committed":
+            walk.phase = str(payload.get("phase", ""))
+            walk.nothing_to_recover = False
     duplicates = 0
     audited = 0
-    # The recovery.started that opened the recovery being read, per run: its surrounding commits
-    # say whether the recovery froze a run that was not frozen before it.
-    started: dict[str, tuple[Any, Any]] = {}
-    rows = events.values_list("run_id", "event_type", "payload", "phase_before", "phase_after")
-    for run_id, event_type, payload, phase_before, phase_after in rows.iterator():
-        if event_type == "recovery.started":
-            started[run_id] = (phase_before, phase_after)
-        elif event_type == "recovery.succeeded":
-            before, after = started.pop(run_id, (None, None))
-            if after == FROZEN and before != FROZEN:
-                failed += 1
-                frozen += 1
-            else:
-                durations.append(float(payload.get("duration_seconds", 0.0)))
-        elif event_type == "recovery.failed":
-            started.pop(run_id, None)
-            failed += 1
-        else:
-            audited += 1
-            duplicates += int(payload.get("duplicates", 0))
-    total = len(durations) + failed
+    for payload in audits.values_list("payload", flat=True).iterator():
+        audited += 1
+        duplicates += int(payload.get("duplicates", 0))
+    total = succeeded + failed
+    durations.sort()
     return RecoveryStats(
         recoveries=total,
-        succeeded=len(durations),
+        succeeded=succeeded,
         failed=failed,
-        success_rate=(len(durations) / total) if total else None,
+        success_rate=(succeeded / total) if total else None,
         duration_median_seconds=statistics.median(durations) if durations else None,
-        duration_p95_seconds=_p95(sorted(durations)) if durations else None,
+        duration_p95_seconds=_p95(durations) if durations else None,
         duplicate_submissions=duplicates,
         audited_runs=audited,
         frozen=frozen,
+        open=sum(len(w.open) for w in walks.values()),
     )

@@ -5,7 +5,8 @@
 is still live, enqueues itself again, so many runs interleave across any number of workers.
 ``ratchet.sweep`` (at worker start-up, on beat every ``RATCHET_SWEEP_SECONDS``, and once more
 when a lease expires sooner than that) re-queues the runs the database says nobody is driving
-(``runtime.sweeper``), one message per run.
+(``runtime.sweeper``), one message per run, or ``ratchet.advance_runs`` batches of them when the
+backlog is larger than ``SWEEP_MESSAGES`` (each run of a batch is handled as its own message).
 
 Delivery is at least once (acks late; on Redis and RabbitMQ a message held by a pool process
 that dies goes back to the queue), so every message must be safe to deliver twice (DESIGN.md
@@ -59,6 +60,13 @@ log = logging.getLogger("runtime.tasks")
 
 SWEEP_LIMIT = 1000
 """Most runs one sweep re-queues; a larger backlog is worked off over the next sweeps."""
+
+SWEEP_MESSAGES = 50
+"""A sweep sends at most about this many messages: up to this many orphans get one
+``advance_run`` message each; a larger backlog goes out as ``advance_runs`` batches of
+``ceil(n / SWEEP_MESSAGES)`` runs (DESIGN.md section 5.7). Publishing is the sweep's cost (one
+broker commit per message, ~50 ms on the embedded SQLite broker), while enough messages remain
+to spread the backlog over every pool process of a fleet."""
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
@@ -170,6 +178,45 @@ def _enqueue(run_id: str, generation: int | None) -> None:
     advance_run.apply_async_on_commit(args=(run_id, generation))
 
 
+ADVANCE_RUNS_TASK = "ratchet.advance_runs"
+"""The registered name of :func:`advance_runs` (a sweep's batch of runs)."""
+
+
+@shared_task(bind=True, name=ADVANCE_RUNS_TASK, acks_late=True, ignore_result=True,
+             autoretry_for=CONNECTION_ERRORS, retry_backoff=True, retry_backoff_max=60,
+             retry_jitter=True, max_retries=5)
+def advance_runs(self: Task, runs: list[list[str | int]]) -> dict[str, int]:
+    """Drive each ``[run_id, generation]`` of a sweep's batch in turn, as :func:`advance_run`.
+
+    Every run goes through :func:`advance_run_once` with the generation the sweep found, so the
+    batch is as safe to deliver twice as a single message (DESIGN.md sections 4-5): a run that
+    moved on is dropped as stale, one someone else holds as lease-held, a finished one as
+    not-live. A run still live after its steps gets its own ``advance_run`` continuation. A
+    worker that dies mid-batch leaves the untouched runs as they were found (expired or idle):
+    the sweeper finds them again.
+
+    Args:
+        runs: ``[run_id, generation]`` pairs (JSON lists), oldest first.
+
+    Returns:
+        How many runs ended each way (``{"completed": 9, "stale": 1}``), for the worker log.
+
+    Raises:
+        Only the connection-class errors in :data:`CONNECTION_ERRORS` (retried: the whole batch
+        is delivered again, and the runs already driven are dropped as stale or not-live).
+    """
+    me = worker_id(self)
+    outcomes: dict[str, int] = {}
+    for run_id, generation in runs:
+        outcome = advance_run_once(run_id=str(run_id), generation=int(generation), worker=me)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
+
+
+def _enqueue_batch(runs: list[tuple[str, int]]) -> None:
+    advance_runs.apply_async_on_commit(args=([list(pair) for pair in runs],))
+
+
 SWEEP_TASK = "ratchet.sweep"
 """The registered name of :func:`sweep_expired_leases` (``runtime.celery`` sends it at start-up)."""
 
@@ -187,9 +234,10 @@ def sweep_expired_leases(until: float | None = None) -> int:
 
     Beat sends it every ``RATCHET_SWEEP_SECONDS`` seconds and every worker once at start-up
     (``runtime.celery``); runs free for that long count as idle. Each candidate gets its own
-    ``advance_run`` message naming its current generation, so the runs of a dead worker spread
-    over every free pool process at once, and a run that was merely slow (its own message still
-    in flight) ends up with one chain, not two.
+    ``advance_run`` message naming its current generation (beyond :data:`SWEEP_MESSAGES`
+    candidates, batches of them go out as :func:`advance_runs` messages), so the runs of a dead
+    worker spread over every free pool process at once, and a run that was merely slow (its own
+    message still in flight) ends up with one chain, not two.
 
     Then it looks ahead (DESIGN.md section 5.7): if a live lease expires before the next
     periodic sweep, it schedules one more sweep just after that expiry. Such a follow-up carries
@@ -209,7 +257,14 @@ def sweep_expired_leases(until: float | None = None) -> int:
         log.info("sweep: re-queueing run %s at generation %s (%s%s)", candidate.run_id,
                  candidate.generation, candidate.reason,
                  f", lease of {candidate.owner_worker}" if candidate.owner_worker else "")
-        _enqueue(candidate.run_id, candidate.generation)
+    per_message = -(-len(candidates) // SWEEP_MESSAGES)
+    if per_message <= 1:
+        for candidate in candidates:
+            _enqueue(candidate.run_id, candidate.generation)
+    else:
+        for start in range(0, len(candidates), per_message):
+            _enqueue_batch([(c.run_id, c.generation)
+                            for c in candidates[start:start + per_message]])
     _schedule_follow_up(until=until)
     return len(candidates)
 

@@ -15,6 +15,11 @@ IMMEDIATE transactions serialise writers anyway), so two writers can never fork 
 The checkpoint commit appends its events without a read-modify-write of the head: it builds the
 rows on the head it last saw (:func:`trace_rows_build`) and moves ``trace_seq``/``trace_head`` in
 the same compare-and-set ``UPDATE`` of the run row that fences the commit (DESIGN.md section 4).
+
+Every append is counted (``runtime.metrics``, DESIGN.md section 8.1) in its own transaction:
+``trace_append_txn`` counts its event, and a commit's rows built by :func:`trace_rows_build` are
+counted when the commit moves the head over them (:func:`trace_head_remember`, called once per
+commit inside its transaction; a batch built on a stale head and rebuilt is counted once).
 """
 
 from __future__ import annotations
@@ -30,11 +35,15 @@ from django.utils import timezone
 
 from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.errors import RunNotFoundError, TraceChainError
+from runtime.metrics import metrics_events_count, metrics_labels_remember
 from runtime.models import Run, TraceEvent
 
 _HEADS: dict[str, tuple[int, str]] = {}
 """run id -> the trace ``(seq, head)`` this process last wrote: a compare-and-set hint for the
 checkpoint commit, never trusted (a stale hint only costs the commit one locked read)."""
+
+_BUILT: dict[str, tuple[int, str, list[tuple[str, dict[str, Any]]]]] = {}
+"""run id -> the newest batch :func:`trace_rows_build` built: ``(seq, head)`` after it, events."""
 
 
 def trace_head_hint(run_id: str) -> tuple[int, str] | None:
@@ -44,13 +53,22 @@ def trace_head_hint(run_id: str) -> tuple[int, str] | None:
 
 def trace_head_remember(run_id: str, seq: int, head: str) -> None:
     """Record the trace head this process just wrote (its transaction may still roll back: the
-    hint is checked by compare-and-set before use)."""
+    hint is checked by compare-and-set before use).
+
+    Called inside the transaction that moved the head: when the head is the one the newest
+    batch of :func:`trace_rows_build` leads to, that batch's events are counted here, in that
+    transaction (``runtime.metrics``; DESIGN.md section 8.1).
+    """
     _HEADS[run_id] = (seq, head)
+    built = _BUILT.pop(run_id, None)
+    if built is not None and built[0] == seq and built[1] == head:
+        metrics_events_count(run_id=run_id, events=built[2])
 
 
 def trace_head_forget(run_id: str) -> None:
     """Drop the hint (the transaction that moved the head rolled back)."""
     _HEADS.pop(run_id, None)
+    _BUILT.pop(run_id, None)
 
 
 def genesis_hash(run_id: str) -> str:
@@ -148,7 +166,9 @@ def trace_rows_build(
                                environment_version=environment_version, created_at=created_at,
                                prev_hash=prev_hash, hash=event_digest))
         prev_hash = event_digest
-    return rows, seq, (prev_hash if rows else head)
+    new_head = prev_hash if rows else head
+    _BUILT[run_id] = (seq, new_head, [(row.event_type, row.payload) for row in rows])
+    return rows, seq, new_head
 
 
 def trace_append_txn(
@@ -175,9 +195,11 @@ def trace_append_txn(
         raise ValueError("event_type must be 1-64 characters")
     body = dict(payload)
     canonical_json(body)  # fail before touching the database
-    head = Run.objects.filter(run_id=run_id).values("trace_seq", "trace_head").first()
+    head = (Run.objects.filter(run_id=run_id)
+            .values("trace_seq", "trace_head", "tenant_id", "task_id", "phase").first())
     if head is None:
         raise RunNotFoundError(run_id=run_id)
+    metrics_labels_remember(run_id, head["tenant_id"], head["task_id"])
     # The head anchored on the run row, not the newest stored event, decides what comes next: if
     # the last event was deleted, the next append must not quietly close the gap.
     seq = head["trace_seq"] + 1
@@ -204,7 +226,9 @@ def trace_append_txn(
     )
     event.save()
     Run.objects.filter(run_id=run_id).update(trace_seq=seq, trace_head=event.hash, updated_at=Now())
-    trace_head_remember(run_id, seq, event.hash)
+    _HEADS[run_id] = (seq, event.hash)
+    _BUILT.pop(run_id, None)
+    metrics_events_count(run_id=run_id, events=[(event_type, body)], phase_before=head["phase"])
     return event
 
 

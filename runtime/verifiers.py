@@ -11,8 +11,10 @@ repository), which is not the same thing and may be retried.
 
 Verifier kinds (``[verifier] kind``):
 
-- ``tree-equals-source``: the target's ``HEAD^{tree}`` equals the source tip's tree and the
-  target's work tree is clean (no staged, unstaged or untracked changes).
+- ``tree-equals-source``: the target's ``HEAD^{tree}`` equals the source tip's tree -- the same
+  id, or the same files, modes and ids where the source tree was written by an old git with
+  modes current git no longer writes (``runtime.planners.git_source.same_tree_content``) -- and
+  the target's work tree is clean (no staged, unstaged or untracked changes).
 - ``files-equal``: each listed file holds exactly the given UTF-8 text, and each ``absent`` path
   does not exist.
 - ``always``: passes (demos and tests).
@@ -35,7 +37,7 @@ from pydantic import ValidationError
 
 from runtime.errors import GitReplayError, PlannerStateError, PluginError, PluginFailedError, VerifierError
 from runtime.planners.git_replay_state import read_replay_state
-from runtime.planners.git_source import resolve_range, run_git, tree_of
+from runtime.planners.git_source import resolve_range, run_git, same_tree_content, tree_of
 from runtime.plugins import VERIFIERS
 from runtime.taskspec import (
     AlwaysVerifier,
@@ -149,7 +151,7 @@ def _source_tip(spec: TaskSpec, planner_state: Mapping[str, Any] | None,
 
 def _tree_equals_source(spec: TaskSpec, target: Path, planner_state: Mapping[str, Any] | None,
                         base_dir: Path | None, version: str) -> VerifierOutcome:
-    _, want = _source_tip(spec, planner_state, base_dir)
+    source, want = _source_tip(spec, planner_state, base_dir)
     try:
         have = tree_of(target, "HEAD")
     except GitReplayError:
@@ -160,7 +162,11 @@ def _tree_equals_source(spec: TaskSpec, target: Path, planner_state: Mapping[str
         return VerifierOutcome(False, f"cannot read the target's status: {exc.message}")
     dirty = [entry[3:].decode("utf-8", "replace") for entry in status.split(b"\x00")
              if len(entry) > 3 and entry[2:3] == b" "]
-    if have != want:
+    try:
+        equal = same_tree_content(source, want, target, have)
+    except GitReplayError as exc:
+        raise VerifierError(f"cannot list the trees: {exc.message}") from None
+    if not equal:
         return VerifierOutcome(
             False, f"target tree {have[:12]} differs from source tip tree {want[:12]} "
             f"(version {version})"
@@ -168,6 +174,11 @@ def _tree_equals_source(spec: TaskSpec, target: Path, planner_state: Mapping[str
     if status.strip(b"\x00"):
         return VerifierOutcome(
             False, f"target tree matches but the work tree is not clean: {_listing(dirty)}"
+        )
+    if have != want:
+        return VerifierOutcome(
+            True, f"target tree {have[:12]} holds the same files as source tip tree {want[:12]}, "
+            f"which git wrote with modes it no longer writes (version {version})"
         )
     return VerifierOutcome(
         True, f"target tree equals source tip tree {want[:12]} (version {version})"

@@ -23,11 +23,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def ratchet_keys(monkeypatch: pytest.MonkeyPatch) -> dict[str, TestKey]:
-    """Fresh keys for every trust root, set in ``RATCHET_<ROOT>_KEYS`` for this process and its
-    children; returns ``root name -> TestKey``."""
+    """Fresh keys for every trust root, for this process and its children; returns
+    ``root name -> TestKey``. Signers get the private keys (``RATCHET_<ROOT>_KEYS``); verifiers
+    of the asymmetric roots get the public keys (``RATCHET_<ROOT>_PUBLIC_KEYS``), which they use
+    exclusively once set (DESIGN.md section 4.1)."""
     keys = {}
     for root in TrustRoot:
         key = make_test_key(root, f"{root.value}-test-1")
         monkeypatch.setenv(f"RATCHET_{root.value.upper()}_KEYS", key.spec)
+        if root.asymmetric:
+            monkeypatch.setenv(f"RATCHET_{root.value.upper()}_PUBLIC_KEYS", key.public_spec)
         keys[root.value] = key
     return keys

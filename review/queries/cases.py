@@ -116,7 +116,7 @@ def case_get(*, case_id: str, prepare: bool = True) -> CaseDetail:
         ReviewCaseNotFoundError: no such case.
     """
     case = (
-        ReviewCase.objects.select_related("run").defer("run__spec").filter(case_id=case_id).first()
+        ReviewCase.objects.select_related("run").filter(case_id=case_id).first()
     )
     if case is None:
         raise ReviewCaseNotFoundError(case_id=case_id)

@@ -4,31 +4,101 @@ browser across runs, each with the hash-chain verdict from ``trace_verify``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 
 from review.queries.runs import CHOICES_LIMIT
-from runtime.errors import RunNotFoundError
-from runtime.models import TraceEvent
+from review.queries.steps import Step, step_timeline
+from runtime.models import Run, TraceEvent
 from runtime.trace import ChainReport, trace_verify
 
 EVENTS_PER_PAGE = 50
 
 
+CHAIN_VERDICT_SECONDS = 3600
+"""How long a run's hash-chain verdict is shown without re-checking (seconds), for one head."""
+
+
+@dataclass(frozen=True)
+class ChainVerdict:
+    """A hash-chain verdict and when it was computed (``checked_at``, database-independent UTC);
+    ``fresh``: computed for this request."""
+
+    report: ChainReport
+    checked_at: datetime
+    fresh: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+    @property
+    def count(self) -> int:
+        return self.report.count
+
+    @property
+    def first_bad_seq(self) -> int | None:
+        return self.report.first_bad_seq
+
+    @property
+    def reason(self) -> str:
+        return self.report.reason
+
+
+def chain_verdict(*, run_id: str, trace_seq: int, trace_head: str,
+                  verify: bool = False) -> ChainVerdict | None:
+    """The run's hash-chain verdict (DESIGN.md section 6.8): re-checked in full when ``verify``
+    (the page's "Verify now" button), otherwise the last verdict for this exact head if one was
+    computed, else ``None`` (a page view never re-hashes a whole trace by itself).
+
+    Raises:
+        RunNotFoundError: no such run (``verify`` only).
+    """
+    key = f"ratchet:chain:{run_id}:{trace_seq}:{trace_head}"
+    if not verify:
+        cached = cache.get(key)
+        return ChainVerdict(*cached, fresh=False) if cached else None
+    report = trace_verify(run_id=run_id)
+    checked_at = datetime.now(UTC)
+    cache.set(key, (report, checked_at), CHAIN_VERDICT_SECONDS)
+    return ChainVerdict(report, checked_at, fresh=True)
+
+
 @dataclass(frozen=True)
 class Timeline:
-    """A page of a run's trace events (newest first) and whether its whole chain verifies."""
+    """A page of a run's trace events (newest first) and the chain verdict (``None``: not
+    checked for the current head; the page offers a button)."""
 
     page: Page
-    chain: ChainReport
+    chain: ChainVerdict | None
+    steps: list[Step]
 
 
-def trace_timeline(*, run_id: str, page_number: Any = 1) -> Timeline:
-    """The run's trace, newest event first, with the hash-chain verdict (``trace_verify``)."""
-    chain = trace_verify(run_id=run_id)
-    events = TraceEvent.objects.filter(run_id=run_id).order_by("-seq")
-    return Timeline(page=Paginator(events, EVENTS_PER_PAGE).get_page(page_number), chain=chain)
+def trace_timeline(*, run: Run, page_number: Any = 1, verify: bool = False) -> Timeline:
+    """The run's trace, newest event first (one page), with its chain verdict."""
+    chain = chain_verdict(run_id=run.run_id, trace_seq=run.trace_seq, trace_head=run.trace_head,
+                          verify=verify)
+    events = TraceEvent.objects.filter(run_id=run.run_id).order_by("-seq")
+    paginator = _KnownCountPaginator(events, EVENTS_PER_PAGE, known_count=run.trace_seq)
+    page = paginator.get_page(page_number)
+    page.object_list = list(page.object_list)
+    return Timeline(page=page, chain=chain, steps=step_timeline(events=page.object_list))
+
+
+class _KnownCountPaginator(Paginator):
+    """A paginator told its count (the run row's ``trace_seq``): no ``COUNT(*)`` over the
+    trace table."""
+
+    def __init__(self, *args: Any, known_count: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._known_count = known_count
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        return self._known_count
 
 
 @dataclass(frozen=True)
@@ -40,38 +110,84 @@ class TraceFilters:
     environment_version: str = ""
 
 
+RUN_MATCHES = 20
+"""A partial run id on the trace browser matches at most this many runs (by prefix)."""
+
+EVENT_TYPES_SECONDS = 300
+"""How long the event-type choices are kept (seconds): a DISTINCT over the whole trace table is
+never run per request."""
+
+
 @dataclass(frozen=True)
 class TraceBrowserPage:
-    """A page of trace events; ``chain`` is the verdict when filtered to one existing run."""
+    """One keyset page of trace events, newest first (DESIGN.md section 6.8).
 
-    page: Page
-    chain: ChainReport | None
+    Attributes:
+        events: the rows. ``next_before``: the cursor of the older page (``""`` on the last).
+        first: this is the newest page. ``runs``: the run ids a partial run id matched (up to
+            ``RUN_MATCHES``; one when it named a run exactly). ``run``: the single run filtered to,
+            or None. ``chain``: that run's chain verdict (cached, or fresh with ``verify``).
+    """
+
+    events: list[TraceEvent]
+    next_before: str
+    first: bool
+    runs: list[str]
+    run: Run | None
+    chain: ChainVerdict | None
 
 
-def trace_search(*, filters: TraceFilters, page_number: Any = 1) -> TraceBrowserPage:
-    """Trace events across runs matching ``filters``, newest first."""
+def _runs_matching(text: str) -> list[str]:
+    """Run ids named by ``text``: itself when it is a run id, else those starting with it."""
+    if Run.objects.filter(run_id=text).exists():
+        return [text]
+    return list(Run.objects.filter(run_id__startswith=text).order_by("run_id")
+                .values_list("run_id", flat=True)[:RUN_MATCHES])
+
+
+def trace_search(*, filters: TraceFilters, before: str = "", verify: bool = False
+                 ) -> TraceBrowserPage:
+    """Trace events across runs matching ``filters``, newest first, ``EVENTS_PER_PAGE`` at a time
+    before the event id ``before`` (keyset; no ``COUNT(*)``). A partial run id matches the runs
+    whose id starts with it."""
     events = TraceEvent.objects.order_by("-id")
+    runs: list[str] = []
+    run = None
+    chain = None
     if filters.run:
-        events = events.filter(run_id=filters.run)
+        runs = _runs_matching(filters.run)
+        events = events.filter(run_id__in=runs)
+        if len(runs) == 1:
+            run = Run.objects.defer("spec").get(run_id=runs[0])
+            chain = chain_verdict(run_id=run.run_id, trace_seq=run.trace_seq,
+                                  trace_head=run.trace_head, verify=verify)
     if filters.event_type:
         events = events.filter(event_type=filters.event_type)
     if filters.environment_version:
         events = events.filter(environment_version=filters.environment_version)
-    chain = None
-    if filters.run:
-        try:
-            chain = trace_verify(run_id=filters.run)
-        except RunNotFoundError:
-            chain = None
+    if before.isdigit():
+        events = events.filter(id__lt=int(before))
+    fetched = list(events[: EVENTS_PER_PAGE + 1])
+    rows = fetched[:EVENTS_PER_PAGE]
     return TraceBrowserPage(
-        page=Paginator(events, EVENTS_PER_PAGE).get_page(page_number), chain=chain
+        events=rows,
+        next_before=str(rows[-1].id) if len(fetched) > EVENTS_PER_PAGE else "",
+        first=not before.isdigit(),
+        runs=runs,
+        run=run,
+        chain=chain,
     )
 
 
 def trace_event_types() -> list[str]:
-    """Distinct trace event types (at most 200), for the browser's filter."""
-    return list(
-        TraceEvent.objects.order_by("event_type")
-        .values_list("event_type", flat=True)
-        .distinct()[:CHOICES_LIMIT]
-    )
+    """Distinct trace event types (at most 200), for the browser's filter; cached for
+    ``EVENT_TYPES_SECONDS``."""
+    types = cache.get("ratchet:trace-event-types")
+    if types is None:
+        types = list(
+            TraceEvent.objects.order_by("event_type")
+            .values_list("event_type", flat=True)
+            .distinct()[:CHOICES_LIMIT]
+        )
+        cache.set("ratchet:trace-event-types", types, EVENT_TYPES_SECONDS)
+    return types

@@ -15,6 +15,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from review.queries.live import NavCounts
+from review.queries.live import nav_counts as live_nav_counts
 from runtime.models import Phase
 
 register = template.Library()
@@ -133,3 +135,21 @@ def as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.simple_tag
+def nav_counts() -> NavCounts:
+    """Waiting approvals and open cases for the navigation badges (bounded; DESIGN.md section
+    6.8). Use as ``{% nav_counts as nav %}``."""
+    return live_nav_counts()
+
+
+@register.simple_tag
+def copy_button(value: str, label: str = "Copy") -> SafeString | str:
+    """A button that copies ``value`` (a long id) to the clipboard (``static/review/live.js``)."""
+    if not value:
+        return ""
+    return format_html(
+        '<button type="button" class="copy" data-copy="{}" aria-label="Copy {}">{}</button>',
+        value, value, label,
+    )

@@ -49,3 +49,29 @@ def fence_raise(path: Path, token: int, *, label: str, **context: Any) -> None:
     """
     if token > fence_read(path, label=label, **context):
         atomic_replace(path.parent, path.name, f"{token}\n".encode("ascii"))
+
+
+def adapter_fence_advance(adapter: object, token: int) -> bool:
+    """Raise ``adapter``'s fence to ``token`` before a look-up by key (DESIGN.md section 4.6).
+
+    A new lease holder calls this before it asks the adapter for a key's receipt, so a stale
+    holder that already passed the engine's lease check is refused at the adapter afterwards
+    instead of writing behind the new holder's look-up. Adapters offer it as
+    ``fence_advance(fencing_token)``; one without it (a service that fences in its own store)
+    is left alone.
+
+    Args:
+        adapter: any adapter.
+        token: the caller's fencing token (>= 0).
+
+    Returns:
+        Whether the adapter took the token.
+
+    Raises:
+        FencingTokenError: ``token`` is older than the newest the adapter has seen.
+    """
+    advance = getattr(adapter, "fence_advance", None)
+    if advance is None:
+        return False
+    advance(token)
+    return True

@@ -7,17 +7,21 @@ carrying the ``Idempotency-Key``, ``Intent-Digest``, ``Fencing-Token`` (and ``Ap
 the commits that carry it. What a write may hold -- any message bytes, identities and dates,
 files, executables, symlinks, gitlinks, deletes, nothing at all -- is in
 :mod:`runtime.adapters.git_commit_params`. The instance id is ``ratchet.instance-id`` in the
-repository's own config (a clone is another instance), the version is the HEAD sha, and the
-fingerprint covers HEAD's tree, every uncommitted edit and every foreign git lock
-(:mod:`runtime.adapters.git_state`).
+repository's own config (a clone is another instance), and so is its base, ``ratchet.base-commit``:
+HEAD when the adapter first opened the repository; receipts and fencing tokens are read only
+from commits above it (:func:`runtime.adapters.git_state.instance_load_or_create`). The version
+is the HEAD sha, and the fingerprint covers HEAD's tree, every uncommitted edit and every
+foreign git lock (:mod:`runtime.adapters.git_state`).
 
 Execute, under an ``fcntl.flock`` on ``.git/ratchet.lock`` that every git child inherits
 (:mod:`runtime.adapters.git_process`):
 
 1. an interrupted earlier operation is finished or dropped (:mod:`runtime.adapters.git_recovery`);
-2. fencing: the newest token seen is ``max(Fencing-Token trailers in history,
+2. fencing: the newest token seen is ``max(Fencing-Token trailers above the base,
    .git/ratchet-fence)``; an older token raises :class:`FencingTokenError` before anything else;
-3. idempotency: a commit already carrying the key is returned as the receipt, nothing written;
+3. idempotency: a commit already carrying the key is returned as the receipt, nothing written
+   (looked up in the key index, :mod:`runtime.adapters.git_key_index`, which reads only the
+   commits HEAD gained since its last call);
 4. the working tree must be clean and free of foreign git locks (drift is never committed or
    clobbered by a write it did not come from);
 5. the blobs, the tree and the commit object are written (:mod:`runtime.adapters.git_trees`);
@@ -35,9 +39,15 @@ promised -- also after a SIGKILL inside ``update-ref`` or ``read-tree`` that lef
 ``index.lock`` or a half-written working tree. A lock or edit from outside Ratchet is not
 touched: it shows as drift and the run freezes for a human.
 
+Reads -- HEAD and its tree, ancestry for the key index, tree entries for the path checks -- are
+in-process with libgit2 (``pygit2``); every write of a ref, the index, the working tree or the
+config is still a git child under the journal above, so a SIGKILL anywhere is recovered the same
+way.
+
 ``predict_post_state`` and ``dry_run_diff`` build the same tree with a scratch object directory
 (``GIT_OBJECT_DIRECTORY`` plus the real one as an alternate), so they write nothing to the
-repository. Only the instance id is cached: another process may commit between two calls.
+repository. Only the instance id and base are cached (neither ever changes): another process
+may commit between two calls.
 
 This module imports nothing from Django.
 Over 400 lines: a third of it is this walk through the write protocol, kept beside the code.
@@ -52,20 +62,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from runtime.adapters.actions import check_call
 from runtime.adapters.base import BlobSource, Observation
 from runtime.adapters.blobs import fetch_blob
 from runtime.adapters.fence import fence_raise
 from runtime.adapters.git_commit_params import CommitPlan, Identity, parse_action
+from runtime.adapters.git_key_index import KeyIndex
 from runtime.adapters.git_process import GitProcess
 from runtime.adapters.git_receipts import (
     ADAPTER_VERSION,
     LoggedCommit,
     check_fence,
     commit_info,
-    find_key,
     message_with_trailers,
-    ratchet_commits,
     receipt_of,
 )
 from runtime.adapters.git_recovery import (
@@ -80,16 +91,17 @@ from runtime.adapters.git_state import (
     LOCK_ENTRY,
     dirty_entries,
     fingerprint,
-    head_and_tree,
-    instance_id_load_or_create,
+    instance_load_or_create,
 )
 from runtime.adapters.git_trees import build_tree, check_paths, scratch_objects, write_commit
 from runtime.adapters.locking import exclusive_lock
 from runtime.core.checkpoint import Action, Receipt
 from runtime.core.crashpoints import crash_point, register
 from runtime.errors import (
+    AdapterCommandError,
     AdapterTargetError,
     ConcurrentWriteError,
+    FencingTokenError,
     PreconditionFailedError,
 )
 
@@ -166,13 +178,20 @@ class GitAdapter:
         if (self.root / common_dir).resolve() != self._git_dir.resolve():
             raise AdapterTargetError("linked worktrees are not supported", target=str(self.root))
         self._objects_dir = (self.root / objects).resolve()
+        try:
+            # Reads only (HEAD, ancestry, tree entries); every write stays a git child.
+            self._repo = pygit2.Repository(str(self._git_dir))
+        except pygit2.GitError as exc:
+            raise AdapterCommandError(f"libgit2 cannot open the repository: {exc}",
+                                      target=str(self.root)) from None
         head = self._git.run(["rev-parse", "--verify", "-q", "HEAD^{commit}"], check=False)
         if head.returncode != 0:
             raise AdapterTargetError("repository has no commits; make an initial commit",
                                      target=str(self.root))
         with self._locked():
             self._recover_locked()
-            self._instance_id = instance_id_load_or_create(self._git, self._git_dir)
+            self._instance_id, base = instance_load_or_create(self._git, self._git_dir)
+        self._index = KeyIndex(base=base, instance_id=self._instance_id)
         self.namespace = f"{KIND}:{self._instance_id}"
 
     # --- public API -----------------------------------------------------------------------
@@ -245,9 +264,9 @@ class GitAdapter:
                    fencing_token=fencing_token, approval_digest=approval_digest)
         with self._locked():
             self._recover_locked()
-            commits = ratchet_commits(self._git, instance_id=self._instance_id)
-            self._check_fence(commits, fencing_token, idempotency_key)
-            existing = find_key(commits, idempotency_key, instance_id=self._instance_id)
+            self._index_refresh()
+            self._check_fence(fencing_token, idempotency_key)
+            existing = self._index.find(idempotency_key)
             if existing is not None:
                 self._raise_fence(fencing_token)
                 return self._receipt(existing)
@@ -262,7 +281,7 @@ class GitAdapter:
                     f"a git lock file not made by Ratchet is present: {locks[0]}" if locks else
                     "the working tree has uncommitted changes; refusing to write over drift",
                     instance_id=self._instance_id, idempotency_key=idempotency_key)
-            check_paths(self._git, tree, plan)
+            check_paths(self._git, self._repo, tree, plan)
             self._raise_fence(fencing_token)
             crash_point(CP_BEFORE_WRITE)
             with tempfile.TemporaryDirectory(prefix="ratchet-git-") as scratch:
@@ -291,10 +310,32 @@ class GitAdapter:
             crash_point(CP_AFTER_REF_UPDATE)
             recover(self._git, self._git_dir, head=commit, fresh=True)
             crash_point(CP_AFTER_WRITE)
-            return self._receipt(commit_info(self._git, commit, instance_id=self._instance_id))
+            made = commit_info(self._git, commit, instance_id=self._instance_id)
+            self._index.record(made)
+            return self._receipt(made)
+
+    def fence_advance(self, fencing_token: int) -> None:
+        """Persist ``fencing_token`` as the newest seen, committing nothing (DESIGN.md section 4.6).
+
+        A new lease holder calls this before its look-up by key, so an older holder that already
+        passed its fence check is refused at its ``update-ref`` instead of landing a commit after
+        the new holder looked the key up.
+
+        Raises:
+            FencingTokenError: ``fencing_token`` is not an integer >= 0, or is below the newest
+                token seen (in ``.git/ratchet-fence`` or in a receipt trailer above the base).
+            AdapterBusyError, AdapterCommandError, AdapterTimeoutError.
+        """
+        if isinstance(fencing_token, bool) or not isinstance(fencing_token, int) or fencing_token < 0:
+            raise FencingTokenError("fencing token must be an integer >= 0", instance_id=self._instance_id)
+        with self._locked():
+            self._recover_locked()
+            self._index_refresh()
+            self._check_fence(fencing_token, "")
+            self._raise_fence(fencing_token)
 
     def lookup_receipt(self, idempotency_key: str) -> Receipt | None:
-        """The receipt of the one commit in HEAD's history carrying the key, or None.
+        """The receipt of the one commit above the base in HEAD's history carrying the key, or None.
 
         Raises:
             DuplicateReceiptError: more than one commit carries the key.
@@ -302,12 +343,12 @@ class GitAdapter:
         """
         with self._locked():
             self._recover_locked()
-            commits = ratchet_commits(self._git, instance_id=self._instance_id)
-        found = find_key(commits, idempotency_key, instance_id=self._instance_id)
+            self._index_refresh()
+            found = self._index.find(idempotency_key)
         return self._receipt(found) if found is not None else None
 
     def receipts(self) -> list[Receipt]:
-        """Receipts of every commit in HEAD's history with an ``Idempotency-Key``, oldest first.
+        """Receipts of every commit above the base with an ``Idempotency-Key``, oldest first.
 
         Duplicates are listed, not hidden: the engine's audit counts them.
 
@@ -316,7 +357,8 @@ class GitAdapter:
         """
         with self._locked():
             self._recover_locked()
-            commits = ratchet_commits(self._git, instance_id=self._instance_id)
+            self._index_refresh()
+            commits = self._index.commits()
         return [self._receipt(c) for c in commits]
 
     def predict_post_state(self, action: Action, *, blobs: BlobSource) -> str:
@@ -333,7 +375,7 @@ class GitAdapter:
         with self._locked():
             self._recover_locked()
             _, tree = self._head()
-            check_paths(self._git, tree, plan)
+            check_paths(self._git, self._repo, tree, plan)
             dirty = self._dirty_entries()
             with scratch_objects(self._objects_dir) as (scratch, env):
                 new_tree = build_tree(self._git, tree, plan.changes, contents, scratch=scratch,
@@ -351,7 +393,7 @@ class GitAdapter:
         with self._locked():
             self._recover_locked()
             _, tree = self._head()
-            check_paths(self._git, tree, plan)
+            check_paths(self._git, self._repo, tree, plan)
             with scratch_objects(self._objects_dir) as (scratch, env):
                 new_tree = build_tree(self._git, tree, plan.changes, contents, scratch=scratch,
                                       env=env)
@@ -372,7 +414,12 @@ class GitAdapter:
                 for c in plan.changes if c.content is not None}
 
     def _head(self) -> tuple[str, str]:
-        return head_and_tree(self._git)
+        """``(HEAD commit id, its tree id)``, read in-process (no git child)."""
+        try:
+            commit = self._repo.head.peel(pygit2.Commit)
+        except (pygit2.GitError, KeyError) as exc:
+            raise AdapterCommandError(f"cannot read HEAD: {exc}", target=str(self.root)) from None
+        return str(commit.id), str(commit.tree_id)
 
     def _dirty_entries(self) -> list[dict[str, Any]]:
         return dirty_entries(self._git, self._git_dir)
@@ -380,8 +427,11 @@ class GitAdapter:
     def _receipt(self, commit: LoggedCommit) -> Receipt:
         return receipt_of(commit, namespace=self.namespace, instance_id=self._instance_id)
 
-    def _check_fence(self, commits: list[LoggedCommit], token: int, key: str) -> None:
-        check_fence(self._git_dir / FENCE_FILE, commits, token, key=key,
+    def _index_refresh(self) -> None:
+        self._index.refresh(self._git, self._repo, self._head()[0])
+
+    def _check_fence(self, token: int, key: str) -> None:
+        check_fence(self._git_dir / FENCE_FILE, self._index.newest_token(), token, key=key,
                     instance_id=self._instance_id)
 
     def _raise_fence(self, token: int) -> None:

@@ -52,6 +52,11 @@ def _base_env() -> dict[str, str]:
     }
 
 
+PROCESSES_STARTED = [0]
+"""git children started by every :class:`GitProcess` of this Python process (``manage.py bench``
+divides it by the writes of a replay); a one-element list so readers see the live count."""
+
+
 class GitProcess:
     """Runs ``git -C <root> ...`` children for one repository.
 
@@ -89,6 +94,7 @@ class GitProcess:
         if env:
             full_env.update(env)
         inherit = (self.lock_fd,) if self.lock_fd is not None else ()
+        PROCESSES_STARTED[0] += 1
         try:
             proc = subprocess.run(cmd, input=input, capture_output=True, env=full_env,
                                   check=False, timeout=GIT_TIMEOUT_SECONDS, pass_fds=inherit)

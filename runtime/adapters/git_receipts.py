@@ -17,7 +17,10 @@ message gets the title :data:`BLANK_MESSAGE_TITLE` before the trailers, because 
 a first paragraph for the title and not read it as trailers; only then is it removed again. git
 reads trailers from the last paragraph only, and this block is always the last paragraph, so
 trailer-looking lines inside a replayed message (even another run's ``Idempotency-Key``) are
-never read as a receipt. ``Committed-At`` is the receipt's commit time: a replayed commit keeps
+never read as a receipt. History below the instance's base commit (HEAD when the adapter first
+opened the repository; a replay target's base is the clone's checkout) is never read at all: a
+source's own trailers there, forged or real, are not this instance's receipts and do not raise
+its fence. ``Committed-At`` is the receipt's commit time: a replayed commit keeps
 its original committer date, while approval-expiry checks need the real time of the write
 (DESIGN.md section 6, trust boundary); commits made before this trailer existed fall back to
 the committer date. Imports nothing from Django.
@@ -127,10 +130,19 @@ def parse_log_record(record: bytes, *, instance_id: str) -> LoggedCommit:
                         trailers={k: tuple(v) for k, v in trailers.items()})
 
 
-def ratchet_commits(git: GitProcess, *, instance_id: str) -> list[LoggedCommit]:
-    """Commits reachable from HEAD with an ``Idempotency-Key`` trailer, oldest first."""
+def ratchet_commits(git: GitProcess, *, instance_id: str, base: str | None,
+                    since: str | None = None) -> list[LoggedCommit]:
+    """Commits this instance could have made that carry an ``Idempotency-Key`` trailer, oldest
+    first: those reachable from HEAD and not from ``base`` (DESIGN.md section 5.5).
+
+    Args:
+        base: the instance's base commit (HEAD when the adapter first opened the repository),
+            or None for an instance recorded before bases were: then all of HEAD's history.
+        since: also leave out what this commit reaches (an index already holds it).
+    """
+    revs = ["HEAD", *(f"^{rev}" for rev in (base, since) if rev is not None)]
     out = git.run(["log", "-z", "--topo-order", "--reverse", "--fixed-strings",
-                   "--regexp-ignore-case", f"--grep={TRAILER_KEY}", LOG_FORMAT, "HEAD", "--"])
+                   "--regexp-ignore-case", f"--grep={TRAILER_KEY}", LOG_FORMAT, *revs, "--"])
     commits = [parse_log_record(r, instance_id=instance_id)
                for r in out.stdout.split(b"\0") if r.strip(b"\n")]
     return [c for c in commits if c.keys]
@@ -166,17 +178,18 @@ def newest_token(commits: Iterable[LoggedCommit]) -> int:
     return newest
 
 
-def check_fence(fence_file: Path, commits: Iterable[LoggedCommit], token: int, *, key: str,
+def check_fence(fence_file: Path, history_token: int, token: int, *, key: str,
                 instance_id: str) -> None:
     """Refuse ``token`` when it is older than the newest seen (DESIGN.md section 4, fencing).
 
-    The newest token is the larger of the fence file and every ``Fencing-Token`` trailer.
+    The newest token is the larger of the fence file and ``history_token``, the largest
+    ``Fencing-Token`` trailer of the instance's commits (:func:`newest_token`).
 
     Raises:
         FencingTokenError: naming the key, the token and the newest one seen.
         AdapterStoreCorruptError: the fence file does not hold a number.
     """
-    newest = max(newest_token(commits), fence_read(
+    newest = max(history_token, fence_read(
         fence_file, label=f".git/{fence_file.name}", instance_id=instance_id))
     if token < newest:
         raise FencingTokenError(instance_id=instance_id, idempotency_key=key,

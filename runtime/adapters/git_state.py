@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import uuid
 from pathlib import Path
@@ -24,44 +25,59 @@ from runtime.errors import AdapterStoreCorruptError
 
 LOCK_ENTRY = "LK"
 CONFIG_INSTANCE_ID = "ratchet.instance-id"
+CONFIG_BASE_COMMIT = "ratchet.base-commit"
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-def instance_id_load_or_create(git: GitProcess, git_dir: Path) -> str:
-    """The repository's ``ratchet.instance-id`` (its own ``.git/config``), created once.
+def instance_load_or_create(git: GitProcess, git_dir: Path) -> tuple[str, str | None]:
+    """``(ratchet.instance-id, ratchet.base-commit)`` from the repository's own ``.git/config``.
 
-    ``git clone`` does not copy it, so a clone is another instance (DESIGN.md section 5). The
+    Both are created together, once, when the adapter first opens the repository: the base is
+    HEAD at that moment. ``git clone`` copies neither, so a clone is another instance with its
+    own base (DESIGN.md section 5.5). Only commits above the base (reachable from HEAD, not
+    from the base) can be receipts of this instance: whatever the history below holds -- a
+    replayed source's own ``Idempotency-Key`` or ``Fencing-Token`` trailers, someone else's
+    receipts -- was never written by it. The base is None for an instance created before the
+    base was recorded (its whole history is read, as it always was). The base is written
+    before the instance id, so a kill between the two leaves no instance without a base. The
     caller holds the adapter lock; the config write is journalled like any locking git call.
 
     Raises:
-        AdapterStoreCorruptError: the stored value is empty, too long or holds whitespace.
+        AdapterStoreCorruptError: a stored value is empty, too long, holds whitespace, or the
+            base is not a full object id.
         AdapterCommandError: git failed.
     """
     got = git.run(["config", "--local", "--get", CONFIG_INSTANCE_ID], check=False)
     if got.returncode == 1:
         new = str(uuid.uuid4())
+        head = git.run(["rev-parse", "--verify", "HEAD^{commit}"]).stdout.decode("ascii").strip()
         journal_begin(git_dir, Operation("config", ("config.lock",)))
+        git.run(["config", "--local", CONFIG_BASE_COMMIT, head])
         git.run(["config", "--local", CONFIG_INSTANCE_ID, new])
         journal_end(git_dir)
-        return new
+        return new, head
     if got.returncode != 0:
         raise git.error(["config"], got)
     value = got.stdout.decode("utf-8", "replace").strip()
     if not value or len(value) > 200 or any(ch.isspace() for ch in value):
         raise AdapterStoreCorruptError(
             f"{CONFIG_INSTANCE_ID} in the repository config is invalid", target=str(git.root))
-    return value
+    based = git.run(["config", "--local", "--get", CONFIG_BASE_COMMIT], check=False)
+    if based.returncode == 1:
+        return value, None
+    if based.returncode != 0:
+        raise git.error(["config"], based)
+    base = based.stdout.decode("utf-8", "replace").strip()
+    if not _OBJECT_ID.fullmatch(base):
+        raise AdapterStoreCorruptError(
+            f"{CONFIG_BASE_COMMIT} in the repository config is not a commit id",
+            target=str(git.root))
+    return value, base
 
 
 def display_path(path_bytes: bytes) -> str:
     """A path from git output as text (bytes that are not UTF-8 as backslash escapes)."""
     return path_bytes.decode("utf-8", "backslashreplace")
-
-
-def head_and_tree(git: GitProcess) -> tuple[str, str]:
-    """``(HEAD commit id, its tree id)``."""
-    out = git.run(["log", "-1", "--format=%H%x1f%T", "HEAD", "--"]).stdout
-    head, _, tree = out.decode("ascii").strip().partition("\x1f")
-    return head, tree
 
 
 def dirty_entries(git: GitProcess, git_dir: Path) -> list[dict[str, Any]]:

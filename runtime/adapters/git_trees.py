@@ -18,48 +18,40 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pygit2
+
 from runtime.adapters.git_commit_params import GITLINK, SYMLINK, CommitPlan, GitChange
 from runtime.adapters.git_process import GitProcess
 from runtime.errors import AdapterCommandError, PathEscapeError, PreconditionFailedError
 
 TREE = "040000"
-_ARGV_BUDGET = 100_000
-"""Bytes of path arguments per ``ls-tree`` call, far below the kernel's argument limits."""
 
 
-def _split_entry(record: bytes) -> tuple[str, str, str] | None:
-    meta, tab, name = record.partition(b"\t")
-    if not tab:
-        return None
-    mode, _kind, oid = meta.decode("ascii").split(" ")
-    return name.decode("utf-8", "surrogateescape"), mode, oid
-
-
-def tree_modes(git: GitProcess, tree: str, paths: list[str]) -> dict[str, str]:
+def tree_modes(repo: pygit2.Repository, tree: str, paths: list[str]) -> dict[str, str]:
     """``path -> mode`` for those of ``paths`` that exist in ``tree`` (``"040000"`` for trees).
 
-    One ``ls-tree -t`` call per ~100 KB of paths; pathspecs are literal.
+    Read in-process with libgit2 (no git child). Modes are as git reads them: an old tree's
+    ``100664`` or zero-padded ``040000`` comes back as ``100644`` / ``040000``, as from
+    ``git ls-tree``.
+
+    Raises:
+        AdapterCommandError: ``tree`` cannot be read.
     """
+    try:
+        root = repo[tree].peel(pygit2.Tree)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise AdapterCommandError(f"cannot read tree {tree}: {exc}") from None
     modes: dict[str, str] = {}
-    wanted = set(paths)
-    chunk: list[str] = []
-    size = 0
-    for path in [*paths, None]:
-        if path is not None and size + len(path) < _ARGV_BUDGET:
-            chunk.append(path)
-            size += len(path) + 1
-            continue
-        if chunk:
-            out = git.run(["ls-tree", "-t", "-z", tree, "--", *chunk]).stdout
-            for record in out.split(b"\0"):
-                entry = _split_entry(record)
-                if entry is not None and entry[0] in wanted:
-                    modes[entry[0]] = entry[1]
-        chunk, size = ([path], len(path) + 1) if path is not None else ([], 0)
+    for path in paths:
+        try:
+            entry = root[path]
+        except (KeyError, pygit2.GitError, ValueError):
+            continue  # not in the tree (or a file is on the way; the caller checks prefixes)
+        modes[path] = f"{entry.filemode:06o}"
     return modes
 
 
-def check_paths(git: GitProcess, tree: str, plan: CommitPlan) -> None:
+def check_paths(git: GitProcess, repo: pygit2.Repository, tree: str, plan: CommitPlan) -> None:
     """Refuse changes that would write through a link, over data, or delete nothing.
 
     A commit may replace, delete or turn into a directory anything it names; file actions
@@ -74,7 +66,7 @@ def check_paths(git: GitProcess, tree: str, plan: CommitPlan) -> None:
     for change in plan.changes:
         parts = change.path.split("/")
         prefixes.extend("/".join(parts[: i + 1]) for i in range(len(parts)))
-    modes = tree_modes(git, tree, list(dict.fromkeys(prefixes)))
+    modes = tree_modes(repo, tree, list(dict.fromkeys(prefixes)))
     deleted = {c.path for c in plan.changes if c.mode is None}
     for change in plan.changes:
         parts = change.path.split("/")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, JsonValue, StringConstraints, create_model
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, create_model
 
 from runtime.adapters.http_contract import request_fingerprint
 from runtime.adapters.http_options import HttpAdapterOptions, path_matches
@@ -74,7 +74,9 @@ def http_action_models(*, options: HttpAdapterOptions) -> dict[str, type[BaseMod
                           body=(JsonValue, None))
     action = create_model("HttpRequestAction", __base__=_ActionShape,
                           __doc__="Send one write with the run's Idempotency-Key and fencing token.",
-                          target=(HttpTarget, ...), params=(params, ...))
+                          target=(HttpTarget, Field(..., description="a path below the base URL fitting one of "
+                                                    + ", ".join(options.allowed_paths))),
+                          params=(params, ...))
     return {HTTP_REQUEST: action}
 
 

@@ -47,7 +47,7 @@ from runtime.adapters.sql_store import (
     version_bump_txn,
 )
 from runtime.adapters.sql_target import target_engine, target_transaction, target_url
-from runtime.adapters.sql_templates import BoundStatement, TemplateBook
+from runtime.adapters.sql_templates import BoundStatement, TemplateBook, sql_action_models
 from runtime.core.checkpoint import Action, Receipt
 from runtime.core.crashpoints import crash_point, register
 from runtime.errors import (
@@ -307,6 +307,11 @@ def sql_adapter(*, options: SqlAdapterOptions, context: AdapterContext) -> SqlAd
     neither ``url`` nor ``url_env`` (PostgreSQL); otherwise it is not read.
     """
     return SqlAdapter(context.target, options=options)
+
+
+# The plug-in's declared actions (one per template), read by the task spec to check a planner's
+# known actions and by the chat-tools planner to offer tools, without opening the target.
+sql_adapter.action_models = sql_action_models  # type: ignore[attr-defined]
 
 
 def _diagnostics(orig: Any) -> dict[str, str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -141,3 +141,42 @@ class TemplateBook:
             out[name] = {"description": self._templates[name].description or f"apply the {name} statement",
                          "parameters": schema}
         return out
+
+
+def _secret_placeholder(inputs: list[str]) -> type[BaseModel]:
+    names: Any = Literal[tuple(inputs)] if inputs else Literal["(no secret inputs declared)"]
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        "SecretInput", __config__=ConfigDict(extra="forbid", strict=True, populate_by_name=False),
+        __doc__="A secret input by name; the value never enters the action.",
+        secret=(names, Field(..., alias=SECRET_MARK)))
+
+
+def sql_action_models(*, options: SqlAdapterOptions) -> dict[str, type[BaseModel]]:
+    """The adapter's declared actions: one per template, a model of ``{"target", "params"}``.
+
+    DESIGN.md sections 5.10 and 5.11. ``target`` is always empty (a template takes values only
+    through parameters); ``params`` is the template's parameter schema, except that a secret or
+    personal parameter is the placeholder ``{"$secret": <one of secret_inputs>}``, as an action
+    must carry it. The model checks an action's *shape* before the run: whether the policy allows
+    the template stays with the policy gate. A model-driven planner offers these as its tools.
+    """
+    placeholder = _secret_placeholder(sorted(options.secret_inputs))
+    models: dict[str, type[BaseModel]] = {}
+    for name in sorted(options.templates):
+        template = options.templates[name]
+        secret = options.redacted_params(name)
+        fields: dict[str, Any] = {}
+        # Sorted: a stored spec's options may come back with their keys reordered (PostgreSQL's
+        # jsonb does), and the schema -- a chat-tools run pins its digest -- must not move with them.
+        for pname, param in sorted(template.params.items()):
+            if pname in secret:
+                fields[pname] = (placeholder, ... if param.required else None)
+            else:
+                fields[pname] = _field(param)
+        params = create_model(  # type: ignore[call-overload]
+            f"{name}_params", __config__=ConfigDict(extra="forbid", strict=True), **fields)
+        models[name] = create_model(  # type: ignore[call-overload]
+            f"{name}_action", __config__=ConfigDict(extra="forbid", strict=True, frozen=True),
+            __doc__=template.description or f"Apply the {name} statement.",
+            target=(Literal[""], ""), params=(params, ...))
+    return models

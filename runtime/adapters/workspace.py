@@ -220,6 +220,23 @@ class WorkspaceAdapter:
                                intent_digest=intent_digest, fencing_token=fencing_token,
                                approval_digest=approval_digest)
 
+    def fence_advance(self, fencing_token: int) -> None:
+        """Persist ``fencing_token`` as the newest seen, writing nothing else (DESIGN.md section 4.6).
+
+        A new lease holder calls this before its look-up by key, so an older holder that is
+        still on its way to :meth:`execute` is refused there.
+
+        Raises:
+            FencingTokenError: ``fencing_token`` is below the newest seen.
+            AdapterBusyError, AdapterStoreCorruptError.
+        """
+        if isinstance(fencing_token, bool) or not isinstance(fencing_token, int) or fencing_token < 0:
+            raise FencingTokenError("fencing token must be an integer >= 0", instance_id=self._instance_id)
+        with self._locked():
+            journal = self._recover_locked()
+            self._check_fence(journal, fencing_token, "")
+            self._raise_fence(fencing_token)
+
     def lookup_receipt(self, idempotency_key: str) -> Receipt | None:
         """The committed receipt for ``idempotency_key`` from the journal, or None.
 

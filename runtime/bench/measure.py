@@ -17,6 +17,7 @@ from runtime.bench.long_run import long_run_measure
 from runtime.bench.machine import machine_info
 from runtime.bench.memory import memory_measure
 from runtime.bench.orphaned import orphaned_measure
+from runtime.bench.pages import pages_measure
 from runtime.bench.recovery import recovery_measure
 from runtime.bench.replay import replay_measure
 from runtime.bench.report import BenchReport
@@ -102,6 +103,9 @@ def bench_run(*, sizes: BenchSizes, history: Path | None = None,
         say(f"long run: {sizes.long_run_steps} steps, worker RSS sampled every step "
             f"(budget {sizes.long_run_seconds:.0f} s)")
         long_run_measure(report=report, sizes=sizes, work=work)
+
+    if "pages" in on:
+        pages_measure(report=report, sizes=sizes, say=say)
 
     targets_judge(report)
     return report

@@ -8,7 +8,7 @@ a worker holding that many runs is SIGKILLed, without having to build a worker t
 thousand runs at once.
 
 Timed: ``manage.py worker --concurrency 2`` (two pool processes, beat embedded, on a SQLite
-broker file of its own) is started, and the clock runs from its start until every run was
+broker file of its own, or on the server broker ``CELERY_BROKER_URL`` names) is started, and the clock runs from its start until every run was
 re-leased and until every run completed, polled in the database. Then as many runs again are
 orphaned and resumed in-process by :func:`runtime.orphans.orphans_resume_all` with two child
 processes (what ``manage.py resume --all-orphaned --jobs 2`` does).
@@ -123,10 +123,19 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=30)
 
 
+def _broker_url(work: Path) -> str:
+    # A server broker named by CELERY_BROKER_URL (Redis, RabbitMQ) is measured as configured;
+    # the embedded default gets a SQLite broker file of its own, so no old message is in it.
+    url = settings.CELERY_BROKER_URL
+    if url.split("://", 1)[0].lower().startswith(("sqla+", "sqlalchemy+")):
+        return f"sqla+sqlite:///{work / 'broker.sqlite3'}"
+    return url
+
+
 def _celery_resume(*, task_id: str, count: int, work: Path) -> dict[str, float]:
     runs = Run.objects.filter(task_id=task_id)
     log = work / "worker.log"
-    env = child_env(CELERY_BROKER_URL=f"sqla+sqlite:///{work / 'broker.sqlite3'}")
+    env = child_env(CELERY_BROKER_URL=_broker_url(work))
     with log.open("wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(manage_argv("worker", "--concurrency", "2", "--loglevel", "info"),

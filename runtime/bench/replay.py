@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.adapters.base import Observation
+from runtime.adapters.git_process import PROCESSES_STARTED
 from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
 from runtime.bench.history import COMMITTER, git
 from runtime.bench.report import BenchReport, Ratio, rate_metric
@@ -98,15 +99,17 @@ def replay_measure(*, report: BenchReport, sizes: BenchSizes, source: Path, task
     ratchet: list[float] = []
     plain: list[float] = []
     events: list[int] = []
+    processes: list[int] = []
     for i in range(sizes.repeat):
         run_id = run_start(spec_path=task, worker="bench-replay")
         if i == 0:
             # Counted once, in its own replay: counting never slows a timed one.
             _count_steps(report=report, run_id=run_id)
             run_id = run_start(spec_path=task, worker="bench-replay")
-        started = time.perf_counter()
+        started, spawned = time.perf_counter(), PROCESSES_STARTED[0]
         outcome = run_advance(run_id=run_id, worker="bench-replay")
         ratchet.append(time.perf_counter() - started)
+        processes.append(PROCESSES_STARTED[0] - spawned)
         if outcome.phase != Phase.COMPLETED or outcome.cursor != sizes.commits:
             raise BenchmarkError(
                 f"the replay ended in {outcome.phase} after {outcome.cursor} writes",
@@ -130,6 +133,8 @@ def replay_measure(*, report: BenchReport, sizes: BenchSizes, source: Path, task
         note="x the time: what exactly-once (checkpoints, receipts, fencing, trace) costs",
     ))
     report.facts["trace_events_per_replay_run"] = statistics.median(events)
+    # The adapter's git children per write, whole run included (observe, predict, execute).
+    report.facts["git_processes_per_write"] = round(statistics.median(processes) / n, 2)
 
 
 def _count_steps(*, report: BenchReport, run_id: str) -> None:

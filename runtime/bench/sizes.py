@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from runtime.errors import BenchmarkError
 
 SECTIONS = ("checkpoints", "replay", "recovery", "memory", "trace", "attachments", "orphans",
-            "long-run")
+            "long-run", "pages")
 """The sections a bench can run (``--only`` picks some); the floor is always measured."""
 
 

@@ -218,7 +218,7 @@ class ApprovalEvidence(Strict):
     expires_at: AwareDatetime
     nonce: Ident
     key_id: Ident
-    mac: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+    mac: Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{64}|[0-9a-f]{128})$")]
 
 
 class PendingAction(Strict):
@@ -322,7 +322,7 @@ class SignedDecision(Strict):
     nonce: Ident
     issued_at: AwareDatetime
     key_id: Ident
-    mac: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+    mac: Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{64}|[0-9a-f]{128})$")]
 
 
 class ReviewCaseRef(Strict):

@@ -14,7 +14,6 @@ Imports run one way: this module -> ``runtime.core.migrators`` -> ``runtime.core
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -30,6 +29,7 @@ from runtime.core.invariants import (
 )
 from runtime.core.ledger import LedgerView
 from runtime.core.migrators import CARRIED_LEDGER, migrate_envelope
+from runtime.core.nesting import MAX_NESTING_DEPTH, json_loads_bounded, json_text_depth
 from runtime.core.signing import Keyring, Signature, TrustRoot
 from runtime.errors import (
     CanonicalizationError,
@@ -38,6 +38,7 @@ from runtime.errors import (
     CheckpointInvariantError,
     CheckpointMigrationError,
     CheckpointSchemaError,
+    NestingTooDeepError,
     SigningError,
     WrongTrustRootError,
 )
@@ -107,7 +108,9 @@ def seal(state: RunState, *, generation: int, keyring: Keyring, created_at: date
 
     Raises:
         WrongTrustRootError: the keyring is not the checkpoint trust root's (a ``ValueError``).
-        CheckpointSchemaError: ``generation`` is not an int >= 1 or ``created_at`` is naive.
+        CheckpointSchemaError: ``generation`` is not an int >= 1, ``created_at`` is naive, or
+            the state nests deeper than ``MAX_NESTING_DEPTH`` (it could never be opened again;
+            DESIGN.md section 2.2).
         CanonicalizationError, CheckpointSchemaError, CheckpointInvariantError: from
             ``runtime.core.invariants.validate_state``.
     """
@@ -119,6 +122,10 @@ def seal(state: RunState, *, generation: int, keyring: Keyring, created_at: date
     if not isinstance(stamp, datetime) or stamp.utcoffset() is None:
         raise CheckpointSchemaError("created_at must be a timezone-aware datetime", run_id=run_id)
     clean, payload = validate_state_encoded(state)
+    if json_text_depth(payload) + 1 > MAX_NESTING_DEPTH:  # + 1: the envelope around the payload
+        raise CheckpointSchemaError(
+            f"run state nests more than {MAX_NESTING_DEPTH - 1} levels deep (action params or "
+            "a receipt result); open_envelope would refuse it", run_id=run_id)
     body: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": clean.identity.run_id,
@@ -194,8 +201,9 @@ def open_envelope(raw: bytes, *, keyring: Keyring) -> CheckpointEnvelope:
 
     Raises:
         WrongTrustRootError: ``keyring`` is not the checkpoint trust root's.
-        CheckpointCorruptError: not JSON, a repeated key, not canonical-JSON values, or not an
-            object with a key id and MAC.
+        CheckpointCorruptError: not JSON, nested deeper than ``MAX_NESTING_DEPTH`` (checked on
+            the raw bytes before parsing; DESIGN.md section 2.2), a repeated key, not
+            canonical-JSON values, or not an object with a key id and MAC.
         UnknownKeyError / BadSignatureError: the MAC does not verify under ``keyring``.
         CheckpointMigrationError: the schema version is unknown, has no migrator, or the
             migrated checkpoint is not valid at the current version.
@@ -205,9 +213,11 @@ def open_envelope(raw: bytes, *, keyring: Keyring) -> CheckpointEnvelope:
     if not isinstance(raw, bytes | bytearray | memoryview):
         raise CheckpointCorruptError(f"checkpoint must be bytes, got {type(raw).__name__}")
     try:
-        body = json.loads(bytes(raw), object_pairs_hook=_reject_duplicate_keys)
+        body = json_loads_bounded(raw, what="checkpoint JSON", object_pairs_hook=_reject_duplicate_keys)
     except _DuplicateKeyError:
         raise CheckpointCorruptError("checkpoint JSON repeats a key") from None
+    except NestingTooDeepError as exc:
+        raise CheckpointCorruptError(exc.message) from None
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise CheckpointCorruptError("checkpoint bytes are not JSON") from None
     if not isinstance(body, dict):

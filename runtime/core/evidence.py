@@ -1,7 +1,9 @@
-"""Signing and checking approval evidence and reviewer decisions (DESIGN.md section 6).
+"""Signing and checking approval evidence and reviewer decisions (DESIGN.md section 6.2).
 
-Both are pydantic models whose every field except ``mac`` is signed: the MAC covers the RFC 8785
-canonical JSON of the model without ``mac``, under the approval or reviewer trust root. Binding
+Both are pydantic models whose every field except ``mac`` is signed: the Ed25519 signature (the
+``mac`` field, 128 hex characters) covers the RFC 8785 canonical JSON of the model without
+``mac``, under the approval or reviewer trust root; verifiers need only the public keys
+(DESIGN.md section 4.1). Binding
 checks compare each bound field with what the runtime observes *now*, and name the first field
 that differs, so a refusal says exactly why.
 
@@ -10,6 +12,7 @@ Framework-free: imports nothing from Django.
 
 from __future__ import annotations
 
+import math
 import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -17,9 +20,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from runtime.core.canonical import DigestKind, canonical_json, digest
-from runtime.core.checkpoint import ApprovalEvidence, SignedDecision
+from runtime.core.checkpoint import ApprovalEvidence, RunState, SignedDecision
 from runtime.core.signing import Keyring, Signature, TrustRoot
-from runtime.errors import WrongTrustRootError
+from runtime.errors import ApprovalTtlError, SigningError, WrongTrustRootError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -53,20 +56,24 @@ def new_nonce() -> str:
 
 def approval_sign(*, keyring: Keyring, run_id: str, idempotency_key: str, intent_digest: str,
                   environment_instance_id: str, environment_fingerprint: str, environment_version: str,
-                  approver: str, ttl_seconds: float, now: datetime | None = None) -> ApprovalEvidence:
+                  approver: str, ttl_seconds: float, now: datetime | None = None,
+                  max_ttl_seconds: float | None = None) -> ApprovalEvidence:
     """Issue approval evidence bound to one action and one environment state.
 
     Args:
-        keyring: the approval trust root's keyring.
-        ttl_seconds: validity in seconds (> 0); ``expires_at = issued_at + ttl``.
-        now: issue time (UTC); defaults to the current time.
+        keyring: the approval trust root's private keyring (the approval service's).
+        ttl_seconds: validity in seconds, finite, in ``(0, max_ttl_seconds]``;
+            ``expires_at = issued_at + ttl``.
+        now: issue time (UTC); the caller passes the database clock (DESIGN.md section 4.7).
+        max_ttl_seconds: the configured maximum validity (None: no maximum).
 
     Raises:
         WrongTrustRootError: ``keyring`` is not the approval root's.
-        ValueError: ``ttl_seconds`` is not positive.
+        KeyringError: the keyring holds only public keys (a worker cannot mint approvals).
+        ApprovalTtlError (a ValueError): ``ttl_seconds`` is not finite, not positive, or above
+            the maximum.
     """
-    if ttl_seconds <= 0:
-        raise ValueError("approval ttl_seconds must be > 0")
+    approval_ttl_check(ttl_seconds, max_ttl_seconds=max_ttl_seconds)
     issued = now or datetime.now(UTC)
     fields = {
         "approval_id": f"appr_{secrets.token_hex(12)}",
@@ -82,6 +89,23 @@ def approval_sign(*, keyring: Keyring, run_id: str, idempotency_key: str, intent
         "nonce": new_nonce(),
     }
     return _sign(ApprovalEvidence, fields, keyring, TrustRoot.APPROVAL)
+
+
+def approval_ttl_check(ttl_seconds: object, *, max_ttl_seconds: float | None) -> float:
+    """``ttl_seconds`` as a float if it is a finite number of seconds in ``(0, max]``.
+
+    Raises:
+        ApprovalTtlError: anything else (``inf``, ``nan``, ``-1``, above the maximum, not a number).
+    """
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float):
+        raise ApprovalTtlError("approval validity is not a number of seconds")
+    value = float(ttl_seconds)
+    if not math.isfinite(value) or value <= 0:
+        raise ApprovalTtlError(f"approval validity must be a finite, positive number of seconds, not {value}")
+    if max_ttl_seconds is not None and value > max_ttl_seconds:
+        raise ApprovalTtlError(f"approval validity {value:g} s is above the configured maximum "
+                               f"{max_ttl_seconds:g} s (RATCHET_APPROVAL_MAX_SECONDS)")
+    return value
 
 
 def approval_verify(evidence: ApprovalEvidence, keyring: Keyring) -> None:
@@ -118,7 +142,7 @@ def approval_mismatch(evidence: ApprovalEvidence, *, run_id: str, idempotency_ke
 
 
 def decision_sign(*, keyring: Keyring, binding: dict[str, Any]) -> SignedDecision:
-    """Sign a reviewer decision. ``binding`` holds every :class:`SignedDecision` field except
+    """Sign a reviewer decision with a private reviewer key (the reviewer role's or a person's). ``binding`` holds every :class:`SignedDecision` field except
     ``key_id``/``mac``; ``nonce`` and ``issued_at`` are filled in when absent.
 
     Raises:
@@ -129,6 +153,12 @@ def decision_sign(*, keyring: Keyring, binding: dict[str, Any]) -> SignedDecisio
     return _sign(SignedDecision, fields, keyring, TrustRoot.REVIEWER)
 
 
+def decision_expires_at(decision: SignedDecision, *, validity_seconds: float) -> datetime:
+    """When a signed decision stops being usable: its signed ``issued_at`` plus the configured
+    validity (DESIGN.md section 6.3); the caller compares it with the database clock."""
+    return decision.issued_at + timedelta(seconds=validity_seconds)
+
+
 def decision_verify(decision: SignedDecision, keyring: Keyring) -> None:
     """Check a decision's MAC under the reviewer root.
 
@@ -137,6 +167,52 @@ def decision_verify(decision: SignedDecision, keyring: Keyring) -> None:
         BadSignatureError: the decision was tampered with.
     """
     _verify(decision, keyring, TrustRoot.REVIEWER)
+
+
+def reviewer_name_problem(decision: SignedDecision, names: dict[str, str]) -> str | None:
+    """Why ``decision`` names a reviewer its key is not bound to, or None. ``names`` maps the key
+    ids of people's own reviewer keys to their names (DESIGN.md section 6.3); the reviewer role's
+    key (the dashboard's) is bound to no name."""
+    bound = names.get(decision.key_id)
+    if bound is not None and bound != decision.reviewer:
+        return f"signed with {bound}'s key but names {decision.reviewer} as the reviewer"
+    return None
+
+
+def state_evidence_findings(state: RunState, *, approval: Keyring, reviewer: Keyring,
+                            reviewer_names: dict[str, str] | None = None) -> list[str]:
+    """Check every approval (current and sealed) and every reviewer decision a run state holds,
+    with public keys only; one finding per failure, ``[]`` when all verify (DESIGN.md section 4.8).
+
+    Args:
+        state: a checkpoint's run state.
+        approval, reviewer: the verifying keyrings of those roots (public keys suffice).
+        reviewer_names: key id -> bound reviewer name (see :func:`reviewer_name_problem`).
+    """
+    findings: list[str] = []
+    if state.pending is not None:
+        held = [*state.pending.sealed_approvals]
+        if state.pending.approval is not None:
+            held.append(state.pending.approval)
+        for evidence in held:
+            try:
+                approval_verify(evidence, approval)
+            except SigningError as exc:
+                findings.append(f"approval {evidence.approval_id}: {exc.message} (key id {evidence.key_id:.64})")
+            if evidence.expires_at <= evidence.issued_at:
+                findings.append(f"approval {evidence.approval_id}: expires before it was issued")
+    for ref in state.review_cases:
+        if ref.decision is None:
+            continue
+        try:
+            decision_verify(ref.decision, reviewer)
+        except SigningError as exc:
+            findings.append(f"decision on {ref.case_id}: {exc.message} (key id {ref.decision.key_id:.64})")
+            continue
+        problem = reviewer_name_problem(ref.decision, reviewer_names or {})
+        if problem:
+            findings.append(f"decision on {ref.case_id}: {problem}")
+    return findings
 
 
 DECISION_BOUND_FIELDS = (

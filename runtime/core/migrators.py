@@ -28,6 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from runtime.core.checkpoint import SCHEMA_VERSION
+from runtime.core.nesting import MAX_NESTING_DEPTH, value_depth
 from runtime.errors import CheckpointMigrationError
 
 Migrator = Callable[[dict[str, Any]], dict[str, Any]]
@@ -172,10 +173,13 @@ def migrate_envelope(body: dict[str, Any]) -> dict[str, Any]:
         the original bytes; callers must not re-verify it against the migrated body).
 
     Raises:
-        CheckpointMigrationError: version newer than this code, no migrator for a step, or a
-            migrator that failed or produced the wrong version. The error names the run id,
-            generation and the version the checkpoint was stored at.
+        CheckpointMigrationError: version newer than this code, no migrator for a step, a
+            migrator that failed or produced the wrong version, or a body nested deeper than
+            ``MAX_NESTING_DEPTH`` (the migrators copy it recursively; DESIGN.md section 2.2).
+            The error names the run id, generation and the version the checkpoint was stored at.
     """
+    if not isinstance(body, dict):
+        raise CheckpointMigrationError("checkpoint is not a JSON object")
     version = body.get("schema_version")
     ids = {
         "run_id": body.get("run_id") if isinstance(body.get("run_id"), str) else None,
@@ -184,6 +188,9 @@ def migrate_envelope(body: dict[str, Any]) -> dict[str, Any]:
     }
     if type(version) is not int:
         raise CheckpointMigrationError("checkpoint has no integer schema_version", **ids)
+    if value_depth(body) > MAX_NESTING_DEPTH:
+        raise CheckpointMigrationError(
+            f"checkpoint nests more than {MAX_NESTING_DEPTH} levels deep", **ids)
     if version > SCHEMA_VERSION:
         raise CheckpointMigrationError(
             f"checkpoint schema v{version} is newer than this runtime (v{SCHEMA_VERSION})", **ids

@@ -1,14 +1,21 @@
-"""Keyrings and HMAC-SHA256 signing with key ids (DESIGN.md section 4, Authenticity).
+"""Keyrings, HMAC-SHA256 and Ed25519 signing with key ids (DESIGN.md section 4.1).
 
-A :class:`Keyring` belongs to one trust root (checkpoints, approvals or reviewer decisions) and
-holds named keys. It signs with its *current* key and verifies with any key it still trusts, so
+A :class:`Keyring` belongs to one trust root (checkpoints, approvals, reviewer decisions or
+evidence-bundle exports) and holds named keys. The checkpoint root is symmetric (HMAC-SHA256,
+between the runtime and itself); the other roots are asymmetric (Ed25519): a signer holds the
+32-byte private seed as a :class:`SecretKey`, a verifier holds only a :class:`PublicKey`, so a
+process given the public keys of the approval and reviewer roots can check but never mint
+approvals or decisions (DESIGN.md section 2.2).
+
+Over 400 lines: the two kinds of key and the one keyring that holds either belong together. It signs with its *current* key and verifies with any key it still trusts, so
 keys rotate without invalidating what was signed before. Key material never leaves this module
 in readable form: ``repr``/``str`` of keys and keyrings show only key ids, and no error message
 includes key bytes or MACs computed with them.
 
-Message layout: ``HMAC-SHA256(key, root || 0x00 || key_id || 0x00 || message)``. Binding the trust
-root and key id into the MAC means a checkpoint MAC can never be replayed as an approval MAC even
-if an operator mistakenly configures the same bytes under two roots.
+Message layout: ``HMAC-SHA256(key, root || 0x00 || key_id || 0x00 || message)``, and for the
+asymmetric roots ``Ed25519(seed, root || 0x00 || key_id || 0x00 || message)``. Binding the trust
+root and key id into what is signed means a signature of one root can never be replayed under
+another even if an operator mistakenly configures the same bytes under two roots.
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from hashlib import sha256
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
 from runtime.errors import BadSignatureError, KeyringError, UnknownKeyError
 
 MIN_KEY_BYTES = 32
@@ -31,16 +42,25 @@ MIN_KEY_BYTES = 32
 MAC_RE = re.compile(r"^[0-9a-f]{64}$")
 """The only accepted spelling of a MAC: 64 lowercase hex characters, nothing else."""
 
+ED25519_SIG_RE = re.compile(r"^[0-9a-f]{128}$")
+"""The only accepted spelling of an Ed25519 signature: 128 lowercase hex characters."""
+
 _KEY_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _B64_TEXT_RE = re.compile(r"^[A-Za-z0-9+/_=-]+$")
 
 
 class TrustRoot(StrEnum):
-    """The three separate trust roots named in DESIGN.md section 4."""
+    """The separate trust roots named in DESIGN.md section 4.1."""
 
     CHECKPOINT = "checkpoint"
     APPROVAL = "approval"
     REVIEWER = "reviewer"
+    EXPORT = "export"
+
+    @property
+    def asymmetric(self) -> bool:
+        """True for the Ed25519 roots (everything but the checkpoint root)."""
+        return self is not TrustRoot.CHECKPOINT
 
 
 class SecretKey:
@@ -71,14 +91,7 @@ class SecretKey:
         """
         if not isinstance(text, str):
             raise KeyringError("key text must be a base64 string")
-        body = text.strip().replace("+", "-").replace("/", "_").rstrip("=")
-        if not body or not _B64_TEXT_RE.match(body) or "=" in body:
-            raise KeyringError("key is not valid base64")
-        try:
-            raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
-        except (binascii.Error, ValueError):
-            raise KeyringError("key is not valid base64") from None
-        return cls(raw)
+        return cls(_b64_decode(text, what="key"))
 
     def to_b64(self) -> str:
         """Base64 text of the key, only for writing a key file; never log the result."""
@@ -97,6 +110,16 @@ class SecretKey:
         trust root and key id into the message."""
         return hmac.new(self._material, message, sha256).digest()
 
+    def _ed25519(self) -> Ed25519PrivateKey:
+        # The 32-byte material is the Ed25519 private seed for the asymmetric roots.
+        if len(self._material) != 32:
+            raise KeyringError("an Ed25519 private key (seed) is exactly 32 bytes")
+        return Ed25519PrivateKey.from_private_bytes(self._material)
+
+    def ed25519_sign(self, message: bytes) -> bytes:
+        """Raw 64-byte Ed25519 signature of ``message`` with this seed. Prefer :meth:`Keyring.sign`."""
+        return self._ed25519().sign(message)
+
     def __repr__(self) -> str:
         return "SecretKey(<redacted>)"
 
@@ -104,6 +127,65 @@ class SecretKey:
 
     def __reduce__(self) -> None:  # type: ignore[override]
         raise TypeError("SecretKey cannot be pickled")
+
+
+class PublicKey:
+    """An Ed25519 public key (32 bytes) of an asymmetric trust root. Not secret: it may be printed,
+    exported and handed to an auditor; it verifies and never signs."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        if not isinstance(raw, bytes | bytearray) or len(raw) != 32:
+            raise KeyringError("an Ed25519 public key is exactly 32 bytes")
+        self._raw = bytes(raw)
+
+    @classmethod
+    def from_b64(cls, text: str) -> PublicKey:
+        """Decode base64 public-key text (any alphabet, padded or not).
+
+        Raises:
+            KeyringError: not base64 or not 32 bytes.
+        """
+        return cls(_b64_decode(text, what="public key"))
+
+    @classmethod
+    def of(cls, secret: SecretKey) -> PublicKey:
+        """The public half of an Ed25519 seed."""
+        return cls(secret._ed25519().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+    def to_b64(self) -> str:
+        """URL-safe base64 without padding (the form key files and ``*_PUBLIC_KEYS`` hold)."""
+        return base64.urlsafe_b64encode(self._raw).decode("ascii").rstrip("=")
+
+    def verify(self, signature: bytes, message: bytes) -> bool:
+        """True if ``signature`` (64 bytes) is this key's Ed25519 signature of ``message``."""
+        try:
+            Ed25519PublicKey.from_public_bytes(self._raw).verify(signature, message)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PublicKey) and other._raw == self._raw
+
+    def __hash__(self) -> int:
+        return hash(self._raw)
+
+    def __repr__(self) -> str:
+        return f"PublicKey({self.to_b64()})"
+
+
+def _b64_decode(text: str, *, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise KeyringError(f"{what} text must be a base64 string")
+    body = text.strip().replace("+", "-").replace("/", "_").rstrip("=")
+    if not body or not _B64_TEXT_RE.match(body) or "=" in body:
+        raise KeyringError(f"{what} is not valid base64")
+    try:
+        return base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise KeyringError(f"{what} is not valid base64") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +205,15 @@ class Keyring:
 
     Args:
         root: the trust root this keyring belongs to.
-        keys: mapping ``key_id -> SecretKey``; key ids are 1-64 chars of ``[A-Za-z0-9._-]``.
+        keys: mapping ``key_id -> SecretKey | PublicKey``; key ids are 1-64 chars of
+            ``[A-Za-z0-9._-]``. The checkpoint root takes only ``SecretKey`` (HMAC keys); the
+            asymmetric roots take ``SecretKey`` (a 32-byte Ed25519 seed: signs and verifies) or
+            ``PublicKey`` (verifies only).
         current_key_id: the key used for new signatures; must be in ``keys``.
 
     Raises:
-        KeyringError: unknown trust root, empty keyring, bad key id or unknown current key id.
+        KeyringError: unknown trust root, empty keyring, bad key id, unknown current key id, or
+            a key of the wrong kind for the root.
 
     A keyring is immutable: rotating means building a new one (or :meth:`without`), so a
     keyring shared between threads never changes which key signs halfway through.
@@ -138,7 +224,8 @@ class Keyring:
     root: TrustRoot
     current_key_id: str
 
-    def __init__(self, root: TrustRoot | str, keys: Mapping[str, SecretKey], current_key_id: str):
+    def __init__(self, root: TrustRoot | str, keys: Mapping[str, SecretKey | PublicKey],
+                 current_key_id: str):
         try:
             trust_root = TrustRoot(root)
         except ValueError:
@@ -147,12 +234,18 @@ class Keyring:
             raise KeyringError(f"the {trust_root} keyring has no keys")
         for key_id, key in keys.items():
             _check_key_id(key_id)
+            if isinstance(key, PublicKey) and trust_root.asymmetric:
+                continue
             if not isinstance(key, SecretKey):
                 raise KeyringError(f"key {key_id!r} of the {trust_root} keyring is not a SecretKey")
+            if trust_root.asymmetric and len(key._material) != 32:
+                raise KeyringError(f"key {key_id!r} of the {trust_root} keyring is not a 32-byte Ed25519 seed")
         for key_id in keys:
             # The id is printed in reprs and errors; refuse one that *is* a key's text (the two
             # halves of a configuration entry swapped), without repeating it.
-            if _looks_like_key_text(key_id) and any(k._is_text_of(key_id) for k in keys.values()):
+            if _looks_like_key_text(key_id) and any(
+                isinstance(k, SecretKey) and k._is_text_of(key_id) for k in keys.values()
+            ):
                 raise KeyringError(f"a key id of the {trust_root} keyring is the text of a key")
         if not isinstance(current_key_id, str) or current_key_id not in keys:
             shown = _show_key_id(current_key_id)
@@ -171,38 +264,76 @@ class Keyring:
     def key_ids(self) -> tuple[str, ...]:
         return tuple(self._keys)
 
+    @property
+    def can_sign(self) -> bool:
+        """True if the current key is private (a public-only keyring only verifies)."""
+        return isinstance(self._keys[self.current_key_id], SecretKey)
+
+    def public_keys(self) -> dict[str, PublicKey]:
+        """``key_id -> PublicKey`` of an asymmetric root's keyring (safe to export).
+
+        Raises:
+            KeyringError: the checkpoint root has no public keys (it is symmetric).
+        """
+        if not self.root.asymmetric:
+            raise KeyringError(f"the {self.root} trust root is symmetric and has no public keys")
+        return {k: v if isinstance(v, PublicKey) else PublicKey.of(v) for k, v in self._keys.items()}
+
+    def public(self) -> Keyring:
+        """A copy holding only public keys: verifies everything this keyring does, signs nothing."""
+        return Keyring(self.root, self.public_keys(), self.current_key_id)
+
     def _message(self, key_id: str, message: bytes) -> bytes:
         return self.root.value.encode() + b"\x00" + key_id.encode() + b"\x00" + message
 
     def sign(self, message: bytes) -> Signature:
-        """MAC ``message`` (bytes) with the current key.
+        """Sign ``message`` (bytes) with the current key: an HMAC for the checkpoint root, an
+        Ed25519 signature (128 hex chars) for the others.
 
-        The MAC covers ``root || 0x00 || key_id || 0x00 || message`` so it cannot verify under
-        another trust root or another key id (DESIGN.md section 4, three separate trust roots).
+        What is signed is ``root || 0x00 || key_id || 0x00 || message``, so a signature cannot
+        verify under another trust root or another key id (DESIGN.md section 4.1).
+
+        Raises:
+            KeyringError: the current key is public only (this process cannot sign for the root).
         """
         key_id = self.current_key_id
-        mac = self._keys[key_id].mac(self._message(key_id, _as_bytes(message)))
-        return Signature(key_id=key_id, mac=mac.hex())
+        key = self._keys[key_id]
+        if not isinstance(key, SecretKey):
+            raise KeyringError(
+                f"this process holds only the public keys of the {self.root} trust root and "
+                f"cannot sign for it", root=self.root.value, key_id=key_id)
+        data = self._message(key_id, _as_bytes(message))
+        if self.root.asymmetric:
+            return Signature(key_id=key_id, mac=key.ed25519_sign(data).hex())
+        return Signature(key_id=key_id, mac=key.mac(data).hex())
 
     def verify(self, message: bytes, signature: Signature) -> None:
-        """Check ``signature`` over ``message`` in constant time.
+        """Check ``signature`` over ``message`` (constant time for HMACs).
 
         Raises:
             UnknownKeyError: the key id is not trusted by this keyring (includes the key id,
                 shortened if it is not a well-formed id).
-            BadSignatureError: the MAC does not match, or is not exactly 64 lowercase hex
-                characters (``bytes.fromhex`` alone would also take upper case and spaces, which
-                would let a stored MAC change spelling and still verify).
+            BadSignatureError: the signature does not match, or is not exactly 64 (HMAC) or 128
+                (Ed25519) lowercase hex characters (``bytes.fromhex`` alone would also take upper
+                case and spaces, which would let a stored signature change spelling and verify).
         """
         key_id = signature.key_id
         key = self._keys.get(key_id) if isinstance(key_id, str) else None
         if key is None:
             raise UnknownKeyError(root=self.root.value, key_id=_show_key_id(key_id))
-        data = _as_bytes(message)
+        data = self._message(key_id, _as_bytes(message))
+        if self.root.asymmetric:
+            if not isinstance(signature.mac, str) or not ED25519_SIG_RE.match(signature.mac):
+                raise BadSignatureError("signature is malformed", root=self.root.value, key_id=key_id)
+            public = key if isinstance(key, PublicKey) else PublicKey.of(key)
+            if not public.verify(bytes.fromhex(signature.mac), data):
+                raise BadSignatureError(
+                    "signature does not verify: the data was altered or signed with another key",
+                    root=self.root.value, key_id=key_id)
+            return
         if not isinstance(signature.mac, str) or not MAC_RE.match(signature.mac):
             raise BadSignatureError("MAC is malformed", root=self.root.value, key_id=key_id)
-        expected = key.mac(self._message(key_id, data))
-        if not hmac.compare_digest(expected, bytes.fromhex(signature.mac)):
+        if not hmac.compare_digest(key.mac(data), bytes.fromhex(signature.mac)):
             raise BadSignatureError(root=self.root.value, key_id=key_id)
 
     def trusts(self, key_id: str) -> bool:
@@ -263,10 +394,12 @@ def _check_key_id(key_id: str) -> None:
         )
 
 
-def parse_keyring_spec(root: TrustRoot | str, spec: str) -> Keyring:
+def parse_keyring_spec(root: TrustRoot | str, spec: str, *, public: bool = False) -> Keyring:
     """Parse ``"kid1:BASE64,kid2:BASE64"`` (first entry is current) into a keyring.
 
-    This is the format of the ``RATCHET_<ROOT>_KEYS`` environment variables. A key id that could
+    This is the format of the ``RATCHET_<ROOT>_KEYS`` environment variables (private keys) and,
+    with ``public=True``, of ``RATCHET_<ROOT>_PUBLIC_KEYS`` (Ed25519 public keys of an asymmetric
+    root, DESIGN.md section 4.1). A key id that could
     itself be key text (43+ base64 characters) is refused, so swapped halves are caught.
 
     Raises:
@@ -280,7 +413,9 @@ def parse_keyring_spec(root: TrustRoot | str, spec: str) -> Keyring:
         raise KeyringError(f"unknown trust root {root!r:.40}") from None
     if not isinstance(spec, str):
         raise KeyringError(f"{trust_root} key spec must be a string")
-    keys: dict[str, SecretKey] = {}
+    if public and not trust_root.asymmetric:
+        raise KeyringError(f"the {trust_root} trust root is symmetric and has no public keys")
+    keys: dict[str, SecretKey | PublicKey] = {}
     first: str | None = None
     for index, entry in enumerate(p for p in spec.split(",") if p.strip()):
         where = f"{trust_root} key entry #{index + 1}"
@@ -295,7 +430,7 @@ def parse_keyring_spec(root: TrustRoot | str, spec: str) -> Keyring:
         if key_id in keys:
             raise KeyringError(f"{where}: key id {key_id!r} appears twice")
         try:
-            keys[key_id] = SecretKey.from_b64(b64)
+            keys[key_id] = PublicKey.from_b64(b64) if public else SecretKey.from_b64(b64)
         except KeyringError as exc:
             raise KeyringError(f"{where} ({key_id!r}): {exc.message}") from None
         first = first or key_id

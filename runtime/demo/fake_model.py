@@ -21,6 +21,11 @@ one of:
 * ``{"raw_body": "text"}``: HTTP 200 whose body is not a chat completion;
 * any of the above with ``"delay": seconds``: sleep first (a timeout for a short client timeout).
 
+Several conversations can follow scripts of their own: ``{"steps": [...], "by_task": [{"match": TEXT,
+"steps": [...]}, ...]}`` answers a conversation whose task message (the second message) contains
+``TEXT`` from those steps (the first match wins; others use ``steps``). The demo serves its
+model-driven runs from one server this way.
+
 ``POST /_script`` with a new script replaces the replies and zeroes every counter (tests share
 one server). ``GET /_stats`` answers ``{"requests": {conversation: {step: count}}, "total": N, "auth": {...}}``
 where ``auth`` counts whether the bearer token matched ``--expect-key-env`` (never the token).
@@ -52,27 +57,36 @@ LOOPBACK = "127.0.0.1"
 class Script:
     """The scripted replies and the request counters, shared by the server's threads."""
 
-    def __init__(self, steps: list[list[dict[str, Any]]], *, expected_key: str | None) -> None:
+    def __init__(self, steps: list[list[dict[str, Any]]], *, expected_key: str | None,
+                 by_task: list[tuple[str, list[list[dict[str, Any]]]]] | None = None) -> None:
         self.steps = steps
+        self.by_task = list(by_task or [])
         self.expected_key = expected_key
         self.counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.auth: dict[str, int] = defaultdict(int)
         self.lock = threading.Lock()
 
-    def next_reply(self, conversation: str, step: int) -> tuple[int, dict[str, Any]]:
-        """Count one request of ``conversation`` at ``step``; return ``(attempt, scripted reply)``."""
+    def next_reply(self, conversation: str, step: int, task: str = "") -> tuple[int, dict[str, Any]]:
+        """Count one request of ``conversation`` at ``step``; return ``(attempt, scripted reply)``.
+
+        ``task`` is the conversation's task message: a ``by_task`` script whose text it contains
+        answers instead of the default steps.
+        """
         with self.lock:
             self.counts[conversation][step] += 1
             attempt = self.counts[conversation][step]
-        if step >= len(self.steps) or not self.steps[step]:
+            steps = next((own for match, own in self.by_task if match in task), self.steps)
+        if step >= len(steps) or not steps[step]:
             return attempt, {"finish": "script finished"}
-        replies = self.steps[step]
+        replies = steps[step]
         return attempt, replies[min(attempt, len(replies)) - 1]
 
-    def replace(self, steps: list[list[dict[str, Any]]]) -> None:
+    def replace(self, steps: list[list[dict[str, Any]]],
+                by_task: list[tuple[str, list[list[dict[str, Any]]]]] | None = None) -> None:
         """Start over with new replies: every counter back to zero."""
         with self.lock:
             self.steps = steps
+            self.by_task = list(by_task or [])
             self.counts.clear()
             self.auth.clear()
 
@@ -153,7 +167,8 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         if self.path.rstrip("/") == "/_script":
             try:
-                self.server.script.replace(parse_script(json.loads(raw)))
+                data = json.loads(raw)
+                self.server.script.replace(parse_script(data), parse_by_task(data))
             except ValueError as exc:
                 self._send(400, json.dumps({"error": {"message": str(exc)}}).encode())
                 return
@@ -178,7 +193,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(401, b'{"error": {"message": "invalid api key", "code": "invalid_api_key"}}')
                 return
         conversation, step = conversation_of(messages)
-        attempt, reply = script.next_reply(conversation, step)
+        task = messages[1].get("content") if len(messages) > 1 and isinstance(messages[1], dict) else ""
+        attempt, reply = script.next_reply(conversation, step, task if isinstance(task, str) else "")
         if reply.get("delay"):
             time.sleep(float(reply["delay"]))
         if "status" in reply:
@@ -213,6 +229,23 @@ def load_script(path: Path) -> list[list[dict[str, Any]]]:
         ValueError: the file is not ``{"steps": [...]}``.
     """
     return parse_script(json.loads(Path(path).read_text()))
+
+
+def parse_by_task(data: Any) -> list[tuple[str, list[list[dict[str, Any]]]]]:
+    """The ``by_task`` scripts of ``data``: ``[(match, steps), ...]`` (empty when absent).
+
+    Raises:
+        ValueError: ``by_task`` is not a list of ``{"match": TEXT, "steps": [...]}``.
+    """
+    entries = data.get("by_task", []) if isinstance(data, dict) else []
+    if not isinstance(entries, list):
+        raise ValueError("by_task is a list of {\"match\": TEXT, \"steps\": [...]}")
+    out: list[tuple[str, list[list[dict[str, Any]]]]] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("match"), str) or not entry["match"]:
+            raise ValueError("each by_task entry is {\"match\": TEXT, \"steps\": [...]}")
+        out.append((entry["match"], parse_script(entry)))
+    return out
 
 
 def parse_script(data: Any) -> list[list[dict[str, Any]]]:
@@ -280,7 +313,7 @@ class FakeModelProcess:
 
 
 def fake_model_start(*, script: dict[str, Any], workdir: Path, expect_key_env: str | None = None,
-                     timeout: float = 20.0) -> FakeModelProcess:
+                     timeout: float = 20.0, port: int = 0) -> FakeModelProcess:
     """Write ``script`` under ``workdir`` and start a server for it in a child process.
 
     Args:
@@ -288,16 +321,18 @@ def fake_model_start(*, script: dict[str, Any], workdir: Path, expect_key_env: s
         workdir: a directory for the script and the ready file.
         expect_key_env: the variable (in this environment) holding the key the server expects.
         timeout: seconds to wait for the server to listen.
+        port: the loopback port (0: a free one).
 
     Raises:
-        RuntimeError: the server exited or did not listen in time.
+        RuntimeError: the server exited or did not listen in time (the port may be in use).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     script_path = workdir / "fake-model-script.json"
     ready = workdir / "fake-model-ready.json"
     ready.unlink(missing_ok=True)
     script_path.write_text(json.dumps(script))
-    cmd = [sys.executable, "-m", "runtime.demo.fake_model", "--script", str(script_path), "--ready", str(ready)]
+    cmd = [sys.executable, "-m", "runtime.demo.fake_model", "--script", str(script_path), "--ready", str(ready),
+           "--port", str(port)]
     if expect_key_env:
         cmd += ["--expect-key-env", expect_key_env]
     root = Path(__file__).resolve().parents[2]
@@ -323,7 +358,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--expect-key-env", help="environment variable holding the expected API key")
     args = parser.parse_args(argv)
     expected = os.environ.get(args.expect_key_env) if args.expect_key_env else None
-    server = FakeModelServer(Script(load_script(args.script), expected_key=expected), args.port)
+    data = json.loads(Path(args.script).read_text())
+    server = FakeModelServer(Script(parse_script(data), expected_key=expected, by_task=parse_by_task(data)),
+                             args.port)
     if args.ready:
         tmp = args.ready.with_suffix(".tmp")
         tmp.write_text(json.dumps({"port": server.server_address[1], "pid": os.getpid()}))

@@ -1,16 +1,19 @@
-"""The demo's scenarios: one run per state the dashboard shows, and the replay task of each.
+"""The demo's replay scenarios: one run per state the dashboard shows, and the replay task of each.
 
 ===================  =========================================================================
 scenario             how it is reached
 ===================  =========================================================================
 completed            a two-commit replay driven to the end (verifier passed)
-running              a seven-commit replay left to the Celery worker (it completes on its own)
 awaiting_approval    ``approval_risks = ["low"]``: the first commit waits for an operator
 approval_expired     approved with a one-second approval, which expired before the write ran
 receipt_conflict     the pending key was used by another caller for a different commit (same
                      files, another message): frozen in needs_review with a review case
+receipt_conflict_2   a second such conflict on other commits, so a reviewer can try both
+                     decisions, replan on one and abort on the other
 failed               the policy allows only ``write_file``, so the first ``commit`` is refused
 ===================  =========================================================================
+
+The running run and the model-driven runs are in :mod:`runtime.demo.agents`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ class Scenario:
 
 SCENARIOS = (
     Scenario("completed", 4, 2, description="replayed to the end; the verifier passed"),
-    Scenario("running", 7, 0, description="a longer replay the worker is driving"),
     Scenario(
         "awaiting_approval",
         1,
@@ -58,6 +60,12 @@ SCENARIOS = (
         description="another caller used the pending key for a different commit",
     ),
     Scenario(
+        "receipt_conflict_2",
+        6,
+        4,
+        description="a second conflict: try replan on one and abort on the other",
+    ),
+    Scenario(
         "failed",
         1,
         0,
@@ -68,7 +76,7 @@ SCENARIOS = (
 """Every scenario, in the order they are seeded."""
 
 MIN_COMMITS = max(s.base for s in SCENARIOS) + 1
-"""First-parent commits the source needs (``HEAD~7`` must exist)."""
+"""First-parent commits the source needs (``HEAD~6`` must exist)."""
 
 TASK_TEMPLATE = """\
 # Demo scenario "{name}": {description}.

@@ -1,7 +1,10 @@
 """Seeding the demo: drive one run per scenario into its state through the real services.
 
-Seeding is idempotent: the run ids go to ``<workdir>/seeded.json`` and a second call returns them
-without starting new runs while those runs still exist.
+The replay scenarios (:mod:`runtime.demo.scenarios`) replay this repository's history; the
+model-driven ones (:mod:`runtime.demo.agents`) are chat-tools runs against the demo's fake model,
+one of them on the demo's orders service (:mod:`runtime.demo.services`, which must be started
+first). Seeding is idempotent: the run ids go to ``<workdir>/seeded.json`` and a second call
+returns them without starting new runs while those runs still exist.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from runtime.approvals import approval_grant, approvals_waiting
 from runtime.attachments import attachment_get
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import Action
+from runtime.demo.agents import AGENT_SCENARIOS, agent_task_write
 from runtime.demo.scenarios import MIN_COMMITS, SCENARIOS, conflicting_commit, task_write
+from runtime.demo.services import DemoServices
 from runtime.engine import run_advance, run_start
 from runtime.errors import DemoSetupError, RatchetError
 from runtime.models import Run
@@ -30,6 +35,17 @@ log = logging.getLogger("runtime.demo")
 
 MARKER = "seeded.json"
 """The file under the workdir that records the seeded run ids (scenario name -> run id)."""
+
+
+DEMO_ORDER = ("completed", "running", "awaiting_approval", "approval_expired", "receipt_conflict",
+              "receipt_conflict_2", "failed", "agent_orders", "agent_ledger")
+"""Every seeded run's scenario name, in the order the demo seeds and lists them."""
+
+
+def demo_scenarios() -> list[tuple[str, str]]:
+    """``(name, description)`` of every demo run, in :data:`DEMO_ORDER`."""
+    described = {s.name: s.description for s in (*SCENARIOS, *AGENT_SCENARIOS)}
+    return [(name, described[name]) for name in DEMO_ORDER]
 
 
 @dataclass(frozen=True)
@@ -63,20 +79,22 @@ def _existing(workdir: Path) -> dict[str, str] | None:
         runs = json.loads((workdir / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(runs, dict) or set(runs) != {s.name for s in SCENARIOS}:
+    if not isinstance(runs, dict) or set(runs) != set(DEMO_ORDER):
         return None
     if Run.objects.filter(run_id__in=list(runs.values())).count() != len(runs):
         return None  # the database was reset since: seed again
     return runs
 
 
-def demo_seed(*, source: Path, workdir: Path, worker: str = "demo-seeder") -> DemoSeed:
-    """Seed one run per :data:`SCENARIOS` entry from ``source``'s history (idempotent).
+def demo_seed(*, source: Path, workdir: Path, services: DemoServices, worker: str = "demo-seeder") -> DemoSeed:
+    """Seed one run per scenario of :data:`DEMO_ORDER` (idempotent).
 
     Args:
         source: a git repository with at least :data:`MIN_COMMITS` first-parent commits (the
             demo uses this repository's root).
         workdir: where task specs, replay targets and the marker go (``var/demo``).
+        services: the demo's fake model and orders service, started (their ports go into the
+            model-driven tasks; the HTTP adapter's token must be in the environment).
         worker: the lease identity the seeding runs use.
 
     Returns:
@@ -92,11 +110,17 @@ def demo_seed(*, source: Path, workdir: Path, worker: str = "demo-seeder") -> De
         return DemoSeed(runs=existing, created=False)
     source = source.resolve()
     revs = _revisions(source)
+    replays = {s.name: s for s in SCENARIOS}
+    agents = {s.name: s for s in AGENT_SCENARIOS}
     runs: dict[str, str] = {}
-    for scenario in SCENARIOS:
-        spec = task_write(scenario=scenario, source=source, workdir=workdir, revs=revs)
-        runs[scenario.name] = _SEEDERS[scenario.name](spec, worker)
-        log.info("demo: seeded %s as run %s", scenario.name, runs[scenario.name])
+    for name in DEMO_ORDER:
+        if name in replays:
+            spec = task_write(scenario=replays[name], source=source, workdir=workdir, revs=revs)
+        else:
+            spec = agent_task_write(scenario=agents[name], workdir=workdir, model_base_url=services.model_base_url,
+                                    orders_port=services.orders_port)
+        runs[name] = _SEEDERS[name](spec, worker)
+        log.info("demo: seeded %s as run %s", name, runs[name])
     (workdir / MARKER).write_text(json.dumps(runs, indent=2) + "\n", encoding="utf-8")
     return DemoSeed(runs=runs, created=True)
 
@@ -121,6 +145,20 @@ def _seed_running(spec: Path, worker: str) -> str:
         runtime.dispatch.run_enqueue(run_id=run_id)  # looked up at call time: stories record it
     except OperationalError:
         log.warning("demo: broker unreachable; the sweeper will hand run %s to a worker", run_id)
+    return run_id
+
+
+def _seed_agent_orders(spec: Path, worker: str) -> str:
+    run_id = run_start(spec_path=spec, worker=worker)
+    run_advance(run_id=run_id, worker=worker)
+    _expect(run_id, "agent_orders", "awaiting_approval", "approval_required")
+    return run_id
+
+
+def _seed_agent_ledger(spec: Path, worker: str) -> str:
+    run_id = run_start(spec_path=spec, worker=worker)
+    run_advance(run_id=run_id, worker=worker)
+    _expect(run_id, "agent_ledger", "completed", "verified")
     return run_id
 
 
@@ -194,5 +232,8 @@ _SEEDERS = {
     "awaiting_approval": _seed_awaiting,
     "approval_expired": _seed_expired,
     "receipt_conflict": _seed_conflict,
+    "receipt_conflict_2": _seed_conflict,
     "failed": _seed_failed,
+    "agent_orders": _seed_agent_orders,
+    "agent_ledger": _seed_agent_ledger,
 }

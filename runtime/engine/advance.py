@@ -92,8 +92,10 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
                      payload={"duration_seconds": round(time.monotonic() - started, 6),
                               "generation": session.generation, "phase": session.state.phase.value})
     waiting_reconcile(session)
-    while session.state.phase not in TERMINAL_PHASES and session.state.phase not in (
-        Phase.NEEDS_REVIEW, Phase.AWAITING_APPROVAL
+    # A planner driven from outside says when it has no call to propose (DESIGN.md section 5.12).
+    halt = getattr(session.planner, "halt_before_step", None)
+    while not (callable(halt) and halt(session)) and session.state.phase not in TERMINAL_PHASES and (
+        session.state.phase not in (Phase.NEEDS_REVIEW, Phase.AWAITING_APPROVAL)
     ):
         if max_steps is not None and session.steps >= max_steps:
             break

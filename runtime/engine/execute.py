@@ -17,12 +17,18 @@ from runtime.core.checkpoint import PendingAction, StopReason
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.evidence import approval_digest
 from runtime.core.statemachine import Event, transition
-from runtime.engine.freeze import run_freeze
+from runtime.engine.freeze import run_freeze, run_freeze_fenced
 from runtime.engine.settle import receipt_settle
-from runtime.errors import AdapterTimeoutError, EngineError
+from runtime.errors import AdapterTimeoutError, EngineError, FencingTokenError
 from runtime.leases import lease_check
 from runtime.receipts import receipt_cache_get
-from runtime.session import RunSession, observation_json, observation_matches, session_commit
+from runtime.session import (
+    RunSession,
+    observation_json,
+    observation_matches,
+    session_commit,
+    session_heartbeat,
+)
 
 CP_BEFORE_EXECUTE = register("engine.before_execute", "lease re-checked, about to call adapter.execute")
 CP_AFTER_EXECUTE = register("engine.after_execute", "adapter returned a receipt, nothing persisted yet")
@@ -34,11 +40,22 @@ MAX_UNKNOWN_OUTCOME_ATTEMPTS = 3
 def pending_execute(session: RunSession) -> None:
     """Execute the pending write once, or reconcile the receipt the adapter already holds.
 
+    The look-up by key first raises the adapter's fence to this lease's token, and the write
+    runs under a lease heartbeat (DESIGN.md sections 4.6 and 4.9). A fencing refusal is traced
+    and freezes the run for review (:func:`run_freeze_fenced`).
+
     Raises:
         EngineError: the run is pending without a pending action (fail closed).
-        LeaseLostError: the lease was lost before the adapter call.
+        LeaseLostError: the lease was lost before the adapter call, or during it.
         AdapterError: the adapter failed (the step decides: retry or freeze).
     """
+    try:
+        _pending_execute(session)
+    except FencingTokenError as exc:
+        run_freeze_fenced(session, exc)
+
+
+def _pending_execute(session: RunSession) -> None:
     state = session.state
     pending = state.pending
     if pending is None:  # invariant says otherwise; fail closed rather than trust it
@@ -80,14 +97,15 @@ def pending_execute(session: RunSession) -> None:
     lease_check(lease=session.lease)
     crash_point(CP_BEFORE_EXECUTE)
     try:
-        receipt = session.adapter.execute(
-            pending.action,
-            idempotency_key=key,
-            intent_digest=pending.intent_digest,
-            fencing_token=session.lease.lease_version,
-            blobs=attachment_blob,
-            approval_digest=_approval_digest(pending),
-        )
+        with session_heartbeat(session):
+            receipt = session.adapter.execute(
+                pending.action,
+                idempotency_key=key,
+                intent_digest=pending.intent_digest,
+                fencing_token=session.lease.lease_version,
+                blobs=attachment_blob,
+                approval_digest=_approval_digest(pending),
+            )
     except AdapterTimeoutError as exc:
         _outcome_unknown(session, exc)
         return

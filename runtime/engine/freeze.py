@@ -16,7 +16,12 @@ from typing import Any
 from runtime.cases import case_open, review_case_id
 from runtime.core.checkpoint import Receipt, ReviewCaseRef, StopReason
 from runtime.core.statemachine import Event, transition
+from runtime.errors import FencingTokenError
+from runtime.leases import lease_check
+from runtime.metrics import metrics_fencing_rejection_count
+from runtime.models import TraceEvent
 from runtime.session import RunSession, session_commit
+from runtime.trace import trace_append
 
 log = logging.getLogger("runtime.engine")
 
@@ -82,3 +87,30 @@ def run_stop(session: RunSession, event: Event, reason: StopReason, detail: str,
     session.state.stop_reason = reason
     session.state.stop_detail = detail[:4000]
     session_commit(session, (event_type, {"reason": reason.value, "detail": detail, **(payload or {})}))
+
+
+def run_freeze_fenced(session: RunSession, exc: FencingTokenError) -> None:
+    """The adapter refused this session's fencing token: trace and count the refusal, then
+    freeze the run with a review case (DESIGN.md section 4.6) instead of leaving it pending.
+
+    The ``fence.refused`` event is appended on its own (it carries ``refusals``, the run's count
+    of them so far) and the ``fencing_rejections`` metric counted, so both are kept even when the
+    freeze cannot commit. When this worker's lease
+    was taken over, the freeze's fenced commit raises and the newer holder carries on; when the
+    lease is still ours, something else on the environment holds a newer token (another run, or
+    a fence the control plane never issued) and a human decides.
+
+    Raises:
+        LeaseLostError / StaleGenerationError: the lease is gone; stop.
+    """
+    refusals = TraceEvent.objects.filter(run_id=session.run_id, event_type="fence.refused").count() + 1
+    fencing = {"fencing_token": exc.context.get("fencing_token", session.lease.lease_version),
+               "newest_seen": exc.context.get("newest_seen"), "worker": session.worker,
+               "idempotency_key": exc.context.get("idempotency_key") or None, "refusals": refusals}
+    trace_append(run_id=session.run_id, event_type="fence.refused", payload=fencing)
+    metrics_fencing_rejection_count(run_id=session.run_id)
+    lease_check(lease=session.lease)  # a taken-over worker opens no case: the new holder decides
+    log.warning("run %s: the adapter refused fencing token %s (newest seen %s)", session.run_id,
+                fencing["fencing_token"], fencing["newest_seen"])
+    run_freeze(session, Event.ADAPTER_REFUSED, StopReason.ADAPTER_REFUSED, f"FencingTokenError: {exc}",
+               extra={"fencing": fencing})

@@ -9,10 +9,12 @@ an approval whose write already committed before a crash only reconciles the rec
 
 from __future__ import annotations
 
+from runtime.adapters.fence import adapter_fence_advance
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
-from runtime.engine.freeze import run_freeze
+from runtime.engine.freeze import run_freeze, run_freeze_fenced
 from runtime.engine.settle import receipt_settle
+from runtime.errors import EnvironmentIdentityError, FencingTokenError
 from runtime.models import TraceEvent
 from runtime.session import RunSession, observation_json, observation_matches
 
@@ -34,6 +36,11 @@ def environment_recover(session: RunSession) -> None:
     DESIGN.md section 5: same version with different content, the same content on another
     instance, and multi-step drift all fail closed (freeze for review).
 
+    A new holder first raises the adapter's fence to its token (section 4.6), so an older
+    holder still on its way to a write is refused from now on, whatever this session does next
+    (a cancel, a look-up); a refusal of our own token freezes the run. The observation checks
+    that the directory is the registered one (section 5.4): a byte copy or a move freezes it.
+
     Raises:
         AdapterError: the environment cannot be observed.
         LeaseLostError / StaleGenerationError: from a freeze's commit; another worker took over.
@@ -41,7 +48,21 @@ def environment_recover(session: RunSession) -> None:
     state = session.state
     if state.phase in TERMINAL_PHASES or state.phase == Phase.NEEDS_REVIEW:
         return
-    obs = session.adapter.observe()
+    try:
+        _environment_recover(session)
+    except FencingTokenError as exc:
+        run_freeze_fenced(session, exc)
+
+
+def _environment_recover(session: RunSession) -> None:
+    state = session.state
+    try:
+        obs = session.adapter.observe()
+    except EnvironmentIdentityError as exc:
+        run_freeze(session, Event.ENVIRONMENT_DRIFT, StopReason.ENVIRONMENT_DRIFT,
+                   f"EnvironmentIdentityError: {exc}", extra={"identity": exc.context})
+        return
+    adapter_fence_advance(session.adapter, session.lease.lease_version)
     ref = state.environment
     if obs.instance_id != ref.instance_id:
         run_freeze(session, Event.ENVIRONMENT_DRIFT, StopReason.ENVIRONMENT_DRIFT,
@@ -74,6 +95,10 @@ def waiting_reconcile(session: RunSession) -> None:
     pending = session.state.pending
     if session.state.phase != Phase.AWAITING_APPROVAL or pending is None:
         return
-    receipt = session.adapter.lookup_receipt(pending.idempotency_key)
+    try:
+        receipt = session.adapter.lookup_receipt(pending.idempotency_key)
+    except FencingTokenError as exc:
+        run_freeze_fenced(session, exc)
+        return
     if receipt is not None:
         receipt_settle(session, receipt, reconciled=True)

@@ -1,4 +1,5 @@
-"""Starting a run: prepare and observe the environment, checkpoint generation 1 (DESIGN.md section 4)."""
+"""Starting a run: admission, then prepare and observe the environment, checkpoint generation 1
+(DESIGN.md sections 4 and 8.3)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from django.conf import settings
 
 from runtime.adapters.factory import open_adapter
+from runtime.admission import admission_check
 from runtime.checkpoints import run_create
 from runtime.core.checkpoint import BudgetLimits, Phase, RunIdentity, RunState, Scope, VersionSet
 from runtime.leases import lease_release
@@ -40,10 +42,13 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
 
     Raises:
         TaskSpecError: the spec file is invalid.
+        AdmissionClosedError: a rollout threshold of the tenant and task is crossed (DESIGN.md
+            section 8.3); nothing was created or prepared.
         PlannerError / AdapterError: the environment cannot be prepared or observed.
     """
     spec_file = Path(spec_path).resolve()
     spec = load_task_spec(spec_file)
+    admission_check(tenant_id=tenant_id or spec.task.tenant, task_id=spec.task.id)
     base_dir = spec_file.parent
     ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
     worker = worker or default_worker_id()

@@ -81,12 +81,19 @@ class PlannerContext:
         target: the environment's target path (where the adapter acts).
         setup: the spec's ``environment.setup`` (``"none"`` or ``"clone-at-base"``).
         adapter: the spec's adapter name (``"workspace"``, ``"git"``, a plug-in's name).
+        adapter_entry: the adapter's ``entry`` when ``adapter = "python"``.
+        adapter_options: the spec's ``[environment.options]`` (a planner that offers the
+            adapter's declared actions, such as chat-tools, reads their schemas through them).
+        allowed_actions: the policy's ``allowed_actions`` (empty: not given).
     """
 
     base_dir: Path | None
     target: Path
     setup: str = "none"
     adapter: str = ""
+    adapter_entry: str | None = None
+    adapter_options: Mapping[str, Any] | None = None
+    allowed_actions: tuple[str, ...] = ()
 
 
 @runtime_checkable

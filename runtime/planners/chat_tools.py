@@ -58,7 +58,8 @@ class ChatToolsPlanner:
         sleep: pauses between attempts (seconds).
 
     Raises:
-        PlannerError: no model or base URL configured, or the adapter has no actions to offer.
+        PlannerError: no model or base URL configured, or the adapter has no actions to offer
+            (the tools are the adapter's actions the policy allows, DESIGN.md section 6.7).
     """
 
     kind = "chat-tools"
@@ -68,7 +69,11 @@ class ChatToolsPlanner:
                  get_blob: GetBlob | None = None, trace: Trace | None = None, ask: Ask | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._options = options
-        self._toolset = toolset_for((context.adapter if context else "") or "workspace")
+        if context is None:
+            self._toolset = toolset_for("workspace")
+        else:
+            self._toolset = toolset_for(context.adapter or "workspace", entry=context.adapter_entry,
+                                        options=context.adapter_options, allowed=context.allowed_actions)
         self._endpoint = ModelEndpoint(base_url=options.resolved_base_url(), model=options.resolved_model(),
                                        timeout_seconds=options.timeout_seconds)
         self._pins = pins_make(model=self._endpoint.model,

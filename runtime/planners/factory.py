@@ -32,7 +32,9 @@ def build_planner(spec: TaskSpec, *, base_dir: Path | None = None) -> Planner:
     """
     loaded, options = spec_plugin(spec, "planner")
     context = PlannerContext(base_dir=base_dir, target=spec.resolve_target(base_dir),
-                             setup=spec.environment.setup, adapter=spec.environment.adapter)
+                             setup=spec.environment.setup, adapter=spec.environment.adapter,
+                             adapter_entry=spec.environment.entry, adapter_options=dict(spec.environment.options),
+                             allowed_actions=tuple(spec.policy.allowed_actions))
     planner: Planner = loaded.build(options=options, context=context)
     return planner
 

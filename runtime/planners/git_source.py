@@ -90,6 +90,27 @@ def tree_of(repo: Path | str, rev: str) -> str:
     return run_git(repo, "rev-parse", "--verify", f"{rev}^{{tree}}").decode("ascii").strip()
 
 
+def same_tree_content(source: Path | str, source_tree: str, target: Path | str,
+                      target_tree: str) -> bool:
+    """Whether two trees hold the same files: equal ids, or equal recursive listings.
+
+    A listing is ``git ls-tree -r -z --full-tree``: one ``mode type id path`` line per file,
+    symlink and gitlink, with the mode as git reads it. Git before 1.5 wrote tree entries that
+    current git never writes -- zero-padded ``040000`` subtree modes, group-writable ``100664``
+    files -- and reads them as ``40000`` and ``100644``; a replay rebuilds such a tree the way
+    current git writes it, so its id differs while every file, mode and id is the same and a
+    checkout is identical. Subtree ids are left out of the listing for the same reason: a
+    changed subtree is rewritten canonically (DESIGN.md section 5.5).
+
+    Raises:
+        GitReplayError: a tree cannot be read.
+    """
+    if source_tree == target_tree:
+        return True
+    listing = ("ls-tree", "-r", "-z", "--full-tree")
+    return run_git(source, *listing, source_tree) == run_git(target, *listing, target_tree)
+
+
 def cat_batch(repo: Path, oids: Sequence[str], *, kind: str) -> list[bytes]:
     """Contents of objects ``oids`` (all of type ``kind``), in one ``git cat-file --batch`` call.
 

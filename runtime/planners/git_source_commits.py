@@ -10,12 +10,15 @@ module's own checks over every commit of the range, so a commit the adapter woul
 refused then, naming the commit and the reason (:class:`GitReplayUnsupportedError`), never
 halfway through a run.
 
-Still refused, because a Ratchet action cannot carry it or git would not check it out: a path
-that is not UTF-8 (actions carry paths as text), a path git refuses (``.git`` in any spelling),
-tree modes git no longer writes (``100664``), a symlink named ``.gitmodules`` and the like, a
-message with a NUL byte, an ASCII-incompatible ``encoding``, identity lines git's own parser
-would not split the same way, and commits with more than ``MAX_CHANGES`` changes. Imports
-nothing from Django.
+Modes old git wrote and current git no longer writes (a ``100664`` file, a zero-padded
+``040000`` subtree) are read by git as ``100644`` and ``40000`` and replayed that way: the
+replayed tree has another id and the same files, which is what ``tree-equals-source`` compares
+(DESIGN.md section 5.5). Still refused, because a Ratchet action cannot carry it or git would
+not check it out: a path that is not UTF-8 (actions carry paths as text), a path git refuses
+(``.git`` in any spelling), a mode git's own reader does not know, a symlink named
+``.gitmodules`` and the like, a message with a NUL byte, an ASCII-incompatible ``encoding``,
+identity lines git's own parser would not split the same way, and commits with more than
+``MAX_CHANGES`` changes. Imports nothing from Django.
 """
 
 from __future__ import annotations

@@ -128,11 +128,13 @@ def same_tree_content(source: Path, source_tree: str, target: Path, target_tree:
     Tree ids differ while the content is equal when the source holds non-canonical tree objects
     that current git never writes, e.g. a zero-padded ``040000`` mode from git before 1.5: a
     replay rebuilds such trees canonically. ``ls-tree`` prints every mode canonically, so
-    comparing its listings compares what was stored, not how old git spelled it.
+    comparing its listings compares what was stored, not how old git spelled it. Subtree entries
+    are left out (no ``-t``): a subtree the commit changed is rewritten canonically too, so its
+    id may differ while every file below it is equal.
     """
     if source_tree == target_tree:
         return True
-    listing = ("ls-tree", "-r", "-t", "-z", "--full-tree")
+    listing = ("ls-tree", "-r", "-z", "--full-tree")
     return git(source, *listing, source_tree) == git(target, *listing, target_tree)
 
 

@@ -43,7 +43,13 @@ from runtime.taskspec.models import (
     spec_plugin,
     validate_task_spec,
 )
-from runtime.taskspec.paths import glob_match, path_allowed, relative_path_problem
+from runtime.taskspec.paths import (
+    glob_match,
+    invisible_characters,
+    path_allowed,
+    relative_path_problem,
+    spec_path_problem,
+)
 from runtime.taskspec.policy import (
     FILE_ACTION_KINDS,
     PolicyScope,
@@ -76,12 +82,14 @@ __all__ = [
     "VersionsSection",
     "action_paths",
     "glob_match",
+    "invisible_characters",
     "load_task_spec",
     "needs_approval",
     "path_allowed",
     "policy_check",
     "relative_path_problem",
     "scenario_fingerprint",
+    "spec_path_problem",
     "spec_plugin",
     "validate_task_spec",
 ]

@@ -27,7 +27,7 @@ from pydantic import (
 
 from runtime.core.checkpoint import Risk
 from runtime.taskspec.models import MAX_LAST_COMMITS, Ident, RiskName, Spec, unique
-from runtime.taskspec.paths import RelPath, relative_path_problem
+from runtime.taskspec.paths import RelPath, spec_path_problem
 
 
 class NoOptions(Spec):
@@ -73,7 +73,7 @@ class ScriptedStep(Spec):
     @classmethod
     def _file_target(cls, value: str, info: ValidationInfo) -> str:
         if info.data.get("kind") in ("write_file", "delete_file"):
-            problem = relative_path_problem(value)
+            problem = spec_path_problem(value)
             if problem:
                 raise ValueError(f"{problem}: {value!r:.200}")
         return value

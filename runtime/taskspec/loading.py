@@ -46,6 +46,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from runtime.core.nesting import MAX_NESTING_DEPTH
 from runtime.errors import TaskSpecError
 from runtime.taskspec.models import TaskSpec, validate_task_spec
 
@@ -77,8 +78,10 @@ def load_task_spec(path: str | Path) -> TaskSpec:
         path: the TOML file.
 
     Raises:
-        TaskSpecError: the file cannot be read, is not TOML (message gives line and column), or
-            fails validation (message names every bad field by TOML path and the file name),
+        TaskSpecError: the file cannot be read, is not TOML (message gives line and column),
+            nests arrays or inline tables more than ``MAX_NESTING_DEPTH`` (64) levels deep
+            (DESIGN.md section 2.2), names a file path the adapter would refuse, or fails
+            validation (message names every bad field by TOML path and the file name),
             plug-in options included; ``PluginNotFoundError`` / ``PluginLoadError`` (both
             ``TaskSpecError``) when a named plug-in is not installed or cannot be imported.
     """
@@ -95,5 +98,10 @@ def load_task_spec(path: str | Path) -> TaskSpec:
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message ends with "(at line L, column C)".
         raise TaskSpecError(f"task spec {name} is not valid TOML: {exc}", file=name) from None
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively; validate_task_spec
+        # refuses anything deeper than the limit that did parse, with the same message.
+        raise TaskSpecError(f"task spec {name} nests more than {MAX_NESTING_DEPTH} levels deep",
+                            file=name) from None
     _absolutise(raw, path.absolute().parent)
     return validate_task_spec(raw, source=f"task spec {name}", file=name)

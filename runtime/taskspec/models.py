@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from runtime.core.checkpoint import BudgetLimits, Risk, Scope, VersionSet
+from runtime.core.nesting import MAX_NESTING_DEPTH, value_depth
 from runtime.errors import PluginError, PluginLoadError, PluginNotFoundError, TaskSpecError
 from runtime.plugins import ADAPTERS, ENTRY_RE, PLANNERS, PYTHON_KIND, VERIFIERS, LoadedPlugin, plugin_load
 from runtime.taskspec.paths import GlobPattern
@@ -336,8 +337,12 @@ def validate_task_spec(raw: Mapping[str, Any], *, source: str, file: str | None 
     Raises:
         PluginLoadError: a plug-in's code cannot be imported (the message lists every problem).
         PluginNotFoundError: a plug-in name is not installed (the message lists every problem).
-        TaskSpecError: any other field is invalid.
+        TaskSpecError: any other field is invalid, or ``raw`` nests more than
+            ``MAX_NESTING_DEPTH`` levels deep (refused before any validator walks it
+            recursively; DESIGN.md section 2.2).
     """
+    if value_depth(raw) > MAX_NESTING_DEPTH:
+        raise TaskSpecError(f"{source} nests more than {MAX_NESTING_DEPTH} levels deep", file=file)
     lines: list[str] = []
     failures: list[PluginError] = []
     normal = {k: v for k, v in raw.items()}

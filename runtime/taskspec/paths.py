@@ -1,17 +1,29 @@
 """Workspace-relative paths and glob patterns in a task spec (DESIGN.md section 3, allowed scope).
 
 A plan may only name safe relative paths, and a policy's ``allowed_paths`` are fnmatch-style
-globs over them. Framework-free: nothing here imports Django.
+globs over them. The rule is the adapters' own (``runtime.adapters.paths.relative_path_refusal``),
+imported, not restated, so a spec never names a path the adapter will refuse mid-run; a file
+path *written in the task spec* is also refused when it enters the workspace's ``.ratchet``
+journal or holds an invisible character (DESIGN.md section 2.2). Framework-free: nothing here
+imports Django.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import AfterValidator, StringConstraints
+
+from runtime.adapters.paths import relative_path_refusal
+from runtime.adapters.workspace import JOURNAL_DIR
+
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf"})
+"""Unicode categories refused in spec paths: control and format characters (U+202E RIGHT-TO-LEFT
+OVERRIDE, zero-width spaces and joiners...), which make a path read differently from what it is."""
 
 
 def relative_path_problem(path: str) -> str | None:
@@ -19,7 +31,10 @@ def relative_path_problem(path: str) -> str | None:
 
     A safe path is non-empty, relative, uses ``/`` separators with no empty, ``.`` or ``..``
     segments, has no NUL byte, and never enters a ``.git`` directory (any case: the git
-    metadata of a target is not something a plan may write).
+    metadata of a target is not something a plan may write). The policy gate checks every
+    proposed action's paths with it, replayed git commits included, whose names may hold any
+    byte git allows (tabs, backslashes); a path *written in a task spec* is held to the
+    stricter :func:`spec_path_problem`.
     """
     if not path:
         return "path is empty"
@@ -35,8 +50,46 @@ def relative_path_problem(path: str) -> str | None:
     return None
 
 
+def invisible_characters(text: str) -> list[str]:
+    """The invisible characters of ``text`` as ``U+XXXX NAME``, in order, duplicates kept once.
+
+    Invisible: Unicode category Cc (control) or Cf (format: bidi overrides and isolates,
+    zero-width characters, the BOM). DESIGN.md section 2.2.
+    """
+    found: list[str] = []
+    for char in text:
+        if unicodedata.category(char) in INVISIBLE_CATEGORIES:
+            label = f"U+{ord(char):04X} {unicodedata.name(char, 'control character')}"
+            if label not in found:
+                found.append(label)
+    return found
+
+
+def spec_path_problem(path: str) -> str | None:
+    """Why a file path written in a task spec is refused at load time, or None.
+
+    The adapters' own rule for file actions (:func:`runtime.adapters.paths.relative_path_refusal`:
+    no absolute path, backslash, control character, empty, ``.`` or ``..`` segment, nothing
+    into ``.git``), the workspace adapter's reserved journal directory (``.ratchet``, any case),
+    a Windows drive prefix, and any invisible character (:func:`invisible_characters`), which
+    would show an approver another name than the one written. DESIGN.md section 2.2.
+    """
+    refusal = relative_path_refusal(path)
+    if refusal is not None:
+        return refusal[0]
+    if relative_path_refusal(path, reserved=(JOURNAL_DIR,)) is not None:
+        return f"path is inside the workspace adapter's own {JOURNAL_DIR} directory"
+    problem = relative_path_problem(path)  # adds the drive-letter prefix the adapters allow
+    if problem:
+        return problem
+    invisible = invisible_characters(path)
+    if invisible:
+        return "path holds invisible characters (" + ", ".join(invisible[:5]) + ")"
+    return None
+
+
 def _check_relative_path(value: str) -> str:
-    problem = relative_path_problem(value)
+    problem = spec_path_problem(value)
     if problem:
         raise ValueError(f"{problem}: {value!r:.200}")
     return value
@@ -49,6 +102,10 @@ def _check_glob(value: str) -> str:
         raise ValueError(f"glob pattern must be relative: {value!r:.200}")
     if any(s in (".", "..") for s in value.split("/")):
         raise ValueError(f"glob pattern has a '.' or '..' segment: {value!r:.200}")
+    invisible = invisible_characters(value)
+    if invisible:
+        raise ValueError("glob pattern holds invisible characters (" + ", ".join(invisible[:5])
+                         + f"): {value!r:.200}")
     return value
 
 

@@ -1,15 +1,23 @@
 """An operator restores a copy of the environment. The copy has the same content -- the same
 fingerprint -- but it is another instance, so a run bound to the original must notice
-(DESIGN.md section 5: same content on another instance fails closed)."""
+(DESIGN.md section 5: same content on another instance fails closed). A byte copy that keeps the
+instance id file is caught by the location and identity the control plane registered for the
+instance (DESIGN.md section 5.4)."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from runtime.adapters.git import GitAdapter
 from runtime.adapters.workspace import WorkspaceAdapter
+from runtime.engine import run_advance, run_start
+from runtime.models import ReviewCase
 from tests.adapters.support import Env, git
+from tests.engine.support import restore, run_target, workspace_journal, write_scripted_task
 
 
 def test_a_cloned_repository_has_the_same_fingerprint_but_another_instance(git_env: Env,
@@ -61,3 +69,48 @@ def test_the_instance_id_is_stable_for_one_environment(env: Env) -> None:
 
     assert env.reopen().instance_id() == first
     assert env.adapter.namespace == f"{env.kind}:{first}"
+
+
+# --- a byte copy a run is pointed at (DESIGN.md section 5.4) -----------------------------------
+
+TWO_WRITES = [{"target": "notes/first.txt", "content": "one\n"}, {"target": "notes/second.txt", "content": "two\n"}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_fails_closed_on_a_byte_copy_of_the_workspace(tmp_path: Path, ratchet_keys: object) -> None:
+    run_id = run_start(spec_path=write_scripted_task(tmp_path / "task", TWO_WRITES))
+    assert run_advance(run_id=run_id, max_steps=3).phase == "pending"  # first written, second proposed
+    workspace = run_target(run_id)
+    original = workspace.with_name("workspace.orig")
+    # The original is moved aside, half-written, and a byte copy (instance id file included)
+    # takes its place: same path, same content, same instance id.
+    workspace.rename(original)
+    subprocess.run(["cp", "-a", str(original), str(workspace)], check=True)
+    assert WorkspaceAdapter(workspace).observe() == WorkspaceAdapter(original).observe()
+
+    report = run_advance(run_id=run_id)
+
+    assert (report.phase, report.stop_reason) == ("needs_review", "environment_drift")
+    assert "EnvironmentIdentityError" in restore(run_id).state.stop_detail
+    for directory in (workspace, original):
+        assert not (directory / "notes" / "second.txt").exists()
+        assert len([r for r in workspace_journal(directory) if r["type"] == "committed"]) == 1
+    case = ReviewCase.objects.get(run_id=run_id)
+    assert case.reason == "environment_drift" and case.status == "open"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_copy_elsewhere_claiming_the_registered_instance_fails_closed(tmp_path: Path,
+                                                                       ratchet_keys: object) -> None:
+    first = run_start(spec_path=write_scripted_task(tmp_path / "task", TWO_WRITES[:1]))
+    assert run_advance(run_id=first).phase == "completed"
+    copy_task = write_scripted_task(tmp_path / "copy", TWO_WRITES[1:])
+    (tmp_path / "copy" / "workspace").rmdir()
+    subprocess.run(["cp", "-a", str(run_target(first)), str(tmp_path / "copy" / "workspace")], check=True)
+
+    second = run_start(spec_path=copy_task)
+    report = run_advance(run_id=second)
+
+    assert (report.phase, report.stop_reason) == ("needs_review", "environment_drift")
+    assert "registered at another location" in restore(second).state.stop_detail
+    assert not (tmp_path / "copy" / "workspace" / "notes" / "second.txt").exists()

@@ -10,7 +10,7 @@ from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
-from runtime.models import TraceEvent
+from runtime.models import Run, TraceEvent
 from tests.helpers.procs import KILLED, child_env, run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,7 +46,8 @@ def test_it_sends_a_receipt_without_approval_binding_to_review(story):
     # Another caller that can reach the adapter writes with the pending key, without an approval.
     story.adapter().execute(
         Action.model_validate(item.action, strict=False), idempotency_key=item.idempotency_key,
-        intent_digest=item.intent_digest, fencing_token=10_000, blobs=lambda d: b"max_orders = 3\n",
+        intent_digest=item.intent_digest, fencing_token=Run.objects.get(run_id=story.run_id).lease_version,
+        blobs=lambda d: b"max_orders = 3\n",
     )
     assert digest == item.action["params"]["content"]
     report = run_advance(run_id=story.run_id, worker="worker-b")

@@ -70,6 +70,14 @@ class Story:
         self.base_url = base_url
         self.name = name
         self.shots: list[Path] = []
+        # Cancel, deny and abort ask for confirmation (static/review/live.js): a story accepts,
+        # and keeps what it was asked.
+        self.dialogs: list[str] = []
+        self.page.on("dialog", self._accept)
+
+    def _accept(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.accept()
 
     def shot(self, label: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ def test_a_reviewer_signs_abort_and_the_run_ends_failed_with_its_evidence(
         reviewer.page.click("button:has-text('Sign and apply')")
         reviewer.page.wait_for_url(f"{stack.base_url}/cases/{case_id}/")
         reviewer.shot("case-aborted")
+        assert reviewer.dialogs and "Abort run" in reviewer.dialogs[0], "abort asks first"
         assert any("Abort signed by reviewer-ann and applied" in m for m in reviewer.messages())
         assert "Sealed evidence" in reviewer.page.inner_text("main")
 

@@ -30,6 +30,7 @@ def test_a_reviewer_signs_replan_and_the_run_resumes_with_a_new_key(
         story.page.click(f"a[href='/cases/{case_id}/']")
         story.page.wait_for_url(f"{stack.base_url}/cases/{case_id}/")
         story.shot("case")
+        story.page.click("summary:has-text('Raw fields of the binding')")
         differing = story.page.locator("table.compare tr.differs th").all_inner_texts()
         assert any(text.startswith("Intent digest") for text in differing)
         assert story.page.locator("dl.binding").inner_text().count(old_key) == 1

@@ -47,6 +47,6 @@ def test_it_fails_an_aborted_run_and_keeps_the_evidence(conflict):
 
 def test_it_fails_closed_when_restoring_a_decided_run_without_the_reviewer_trust_root(conflict, monkeypatch):
     case_decide(decision=conflict.sign("replan"))
-    monkeypatch.setenv("RATCHET_REVIEWER_KEYS", make_test_key("reviewer", "someone-else").spec)
+    monkeypatch.setenv("RATCHET_REVIEWER_PUBLIC_KEYS", make_test_key("reviewer", "someone-else").public_spec)
     with pytest.raises(UnknownKeyError):
         run_advance(run_id=conflict.run_id, worker="worker-b")

@@ -20,7 +20,7 @@ import pytest
 from runtime.engine import run_advance, run_start
 from runtime.leases import lease_acquire
 from runtime.models import HighWaterMark, Run, TraceEvent
-from runtime.tasks import advance_run, advance_run_once, worker_id
+from runtime.tasks import advance_run, advance_run_once, advance_runs, worker_id
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +113,18 @@ def test_it_gives_every_pool_process_its_own_lease_identity(settings) -> None:
     thread.start()
     thread.join()
     assert seen[0].startswith(f"rack-7:{os.getpid()}:") and seen[0] != f"rack-7:{os.getpid()}"
+
+
+def test_it_drives_each_run_of_a_batch_once_even_when_the_batch_comes_twice(
+    replay_task: Path, settings
+) -> None:
+    settings.RATCHET_STEPS_PER_TASK = 1000
+    first, second = run_start(spec_path=replay_task), run_start(spec_path=replay_task)
+    batch = [[first, 1], [second, 1]]
+
+    assert advance_runs.run(batch) == {"completed": 2}
+    driven = {r: (Run.objects.get(run_id=r).generation, lease_events(r)) for r in (first, second)}
+    assert advance_runs.run(batch) == {"not-live": 2}
+
+    assert {r: (Run.objects.get(run_id=r).generation, lease_events(r))
+            for r in (first, second)} == driven

@@ -21,7 +21,7 @@ from django.db.models.functions import Now
 from runtime.checkpoints import run_create
 from runtime.models import Run
 from runtime.sweeper import RecoveryCandidate, lease_expiry_next, runs_needing_recovery
-from runtime.tasks import advance_run, sweep_expired_leases
+from runtime.tasks import advance_run, advance_runs, sweep_expired_leases
 from runtime.trace import trace_append
 from tests.factories import make_state
 
@@ -154,6 +154,23 @@ def test_the_sweep_task_enqueues_each_candidate_on_commit_with_its_generation(
 
     assert {cb.func for cb in callbacks} == {advance_run.apply_async}
     assert sorted(cb.keywords["args"] for cb in callbacks) == sorted([(crashed, 1), (forgotten, 1)])
+
+
+def test_it_hands_a_large_backlog_out_in_batches_naming_each_generation(
+    settings, django_capture_on_commit_callbacks, monkeypatch
+) -> None:
+    settings.RATCHET_SWEEP_SECONDS = 30
+    monkeypatch.setattr("runtime.tasks.SWEEP_MESSAGES", 2)
+    orphans = [a_run(owner="celery@dead:1", lease_in=-5) for _ in range(5)]
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert sweep_expired_leases() == 5
+
+    assert {cb.func for cb in callbacks} == {advance_runs.apply_async}
+    batches = [cb.keywords["args"][0] for cb in callbacks]
+    assert [len(batch) for batch in batches] == [3, 2]
+    assert sorted(run_id for batch in batches for run_id, _ in batch) == sorted(orphans)
+    assert {generation for batch in batches for _, generation in batch} == {1}
 
 
 def test_it_says_when_the_next_live_lease_expires_by_the_database_clock() -> None:

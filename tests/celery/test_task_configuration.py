@@ -11,27 +11,30 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import sqlalchemy
+from kombu import Connection
 from django.conf import settings
 
 import runtime.settings as settings_module
-from runtime.celery import app
+from runtime.celery import BrokerPolling, app
 from runtime.dispatch import run_enqueue
 from runtime.errors import RatchetError
-from runtime.tasks import CONNECTION_ERRORS, advance_run, sweep_expired_leases
+from runtime.tasks import CONNECTION_ERRORS, advance_run, advance_runs, sweep_expired_leases
 from tests.helpers.procs import ROOT, child_env
 
 
 def test_it_registers_the_tasks_under_stable_names() -> None:
     assert app.tasks["ratchet.advance_run"] is advance_run._get_current_object()
     assert app.tasks["ratchet.sweep"] is sweep_expired_leases._get_current_object()
+    assert app.tasks["ratchet.advance_runs"] is advance_runs._get_current_object()
     assert callable(run_enqueue)
 
 
 def test_it_acknowledges_late_and_keeps_no_results() -> None:
-    for task in (advance_run, sweep_expired_leases):
+    for task in (advance_run, advance_runs, sweep_expired_leases):
         assert task.acks_late is True
         assert task.ignore_result is True
     assert app.conf.task_acks_late is True
@@ -71,6 +74,19 @@ def test_it_hands_the_sqlalchemy_transport_only_engine_arguments(tmp_path: Path)
     # kombu passes every transport option to create_engine(): it must accept them all.
     sqlalchemy.create_engine(url.removeprefix("sqla+"), **options).dispose()
     assert "polling_interval" not in options
+
+
+def test_it_polls_the_sqlalchemy_broker_more_often_than_once_a_second(tmp_path: Path) -> None:
+    sql = Connection(f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}")
+    redis = Connection("redis://127.0.0.1:6379/0")
+    redis_default = redis.transport.polling_interval
+
+    for connection in (sql, redis):
+        BrokerPolling(SimpleNamespace(steps=[])).start(SimpleNamespace(connection=connection))
+
+    assert sql.transport.polling_interval == settings.RATCHET_BROKER_POLL_SECONDS < 1.0
+    assert redis.transport.polling_interval == redis_default
+    assert BrokerPolling in app.steps["consumer"]
 
 
 def test_it_gives_lost_messages_back_except_on_the_sqlalchemy_broker() -> None:

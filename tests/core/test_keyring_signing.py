@@ -1,6 +1,7 @@
-"""Keyrings and HMAC signing (DESIGN.md section 4, Authenticity).
+"""Keyrings, HMAC and Ed25519 signing (DESIGN.md section 4.1).
 
-Story: the operator runs three trust roots (checkpoints, approvals, reviewer decisions). Each
+Story: the operator runs four trust roots (checkpoints, approvals, reviewer decisions, bundle
+exports); all but the checkpoint root are Ed25519, verified with public keys alone. Each
 signs with its current key and verifies with any key it still trusts, so keys rotate; a MAC
 made under one root or one key never verifies under another.
 """
@@ -13,6 +14,7 @@ import pytest
 
 from runtime.core.signing import (
     Keyring,
+    PublicKey,
     SecretKey,
     Signature,
     TrustRoot,
@@ -182,3 +184,63 @@ def test_it_rejects_an_unknown_trust_root_or_a_missing_current_key():
         Keyring(TrustRoot.CHECKPOINT, {"k": SecretKey.generate()}, "other")
     with pytest.raises(KeyringError):
         Keyring(TrustRoot.CHECKPOINT, {}, "k")
+
+
+# --- the asymmetric roots (Ed25519; DESIGN.md section 4.1) ------------------------------------
+
+
+@pytest.mark.parametrize("root", [TrustRoot.APPROVAL, TrustRoot.REVIEWER, TrustRoot.EXPORT])
+def test_it_verifies_an_ed25519_signature_with_the_public_key_alone(root):
+    signer = Keyring(root, {"k": SecretKey.generate()}, "k")
+    signature = signer.sign(MESSAGE)
+    assert len(signature.mac) == 128
+    public = signer.public()
+    public.verify(MESSAGE, signature)
+    assert not public.can_sign and signer.can_sign
+    with pytest.raises(KeyringError, match="cannot sign"):
+        public.sign(MESSAGE)
+    with pytest.raises(BadSignatureError):
+        public.verify(MESSAGE + b" ", signature)
+
+
+def test_it_refuses_a_public_key_for_the_symmetric_checkpoint_root():
+    public = PublicKey.of(SecretKey.generate())
+    with pytest.raises(KeyringError):
+        Keyring(TrustRoot.CHECKPOINT, {"k": public}, "k")  # type: ignore[dict-item]
+    with pytest.raises(KeyringError, match="symmetric"):
+        parse_keyring_spec("checkpoint", f"k:{public.to_b64()}", public=True)
+
+
+def test_it_parses_a_public_key_spec_and_rotates():
+    old, new = SecretKey.generate(), SecretKey.generate()
+    signed_before = Keyring(TrustRoot.APPROVAL, {"old": old}, "old").sign(MESSAGE)
+    public = parse_keyring_spec(
+        "approval", f"new:{PublicKey.of(new).to_b64()},old:{PublicKey.of(old).to_b64()}", public=True)
+    assert public.current_key_id == "new" and not public.can_sign
+    public.verify(MESSAGE, signed_before)
+    with pytest.raises(UnknownKeyError):
+        public.without(["old"]).verify(MESSAGE, signed_before)
+
+
+def test_it_never_accepts_an_ed25519_signature_across_roots_or_key_ids():
+    seed = SecretKey.generate()
+    approval = Keyring(TrustRoot.APPROVAL, {"a": seed, "b": seed}, "a")
+    reviewer = Keyring(TrustRoot.REVIEWER, {"a": seed}, "a")
+    signature = approval.sign(MESSAGE)
+    with pytest.raises(BadSignatureError):
+        reviewer.verify(MESSAGE, signature)
+    with pytest.raises(BadSignatureError):
+        approval.verify(MESSAGE, Signature(key_id="b", mac=signature.mac))
+
+
+@pytest.mark.parametrize("mangle", [str.upper, lambda m: m[:64], lambda m: m + "00", lambda m: " " + m[1:]])
+def test_it_refuses_a_malformed_ed25519_signature(mangle):
+    ring = Keyring(TrustRoot.REVIEWER, {"k": SecretKey.generate()}, "k")
+    signature = ring.sign(MESSAGE)
+    with pytest.raises(BadSignatureError):
+        ring.public().verify(MESSAGE, Signature(key_id="k", mac=mangle(signature.mac)))
+
+
+def test_it_needs_a_32_byte_seed_for_an_asymmetric_root():
+    with pytest.raises(KeyringError, match="32-byte"):
+        Keyring(TrustRoot.APPROVAL, {"k": SecretKey(bytes(48))}, "k")

@@ -17,6 +17,7 @@ import pytest
 
 from runtime.core.envelope import open_envelope, seal
 from runtime.core.signing import Keyring, SecretKey, Signature, TrustRoot, parse_keyring_spec
+from runtime.keys import reviewer_key_load
 from runtime.errors import RatchetError
 from tests.factories import make_state
 
@@ -109,3 +110,27 @@ def test_it_logs_nothing_that_contains_a_key(caplog, key, keyring):
     logging.getLogger("runtime").exception("while handling %r with %s", keyring, key)
     assert "SecretKey(<redacted>)" in caplog.text
     _assert_secret_free(caplog.text, key)
+
+
+def test_it_never_shows_an_ed25519_seed_in_reprs_errors_or_the_public_key(key, tmp_path):
+    signer = Keyring(TrustRoot.REVIEWER, {"rev-1": key}, "rev-1")
+    public = signer.public()
+    texts = [repr(signer), repr(public), repr(public.public_keys()["rev-1"])]
+    try:
+        public.sign(b"decision")
+    except RatchetError as exc:
+        texts.append(str(exc))
+    for mangled in (f"rev-1:{key.to_b64()}!", f"{key.to_b64()}:rev-1"):
+        try:
+            parse_keyring_spec("reviewer", mangled)
+        except RatchetError as exc:
+            texts.append(str(exc))
+    broken = tmp_path / "alice.json"
+    broken.write_text('{"format": "ratchet-reviewer-key/1", "reviewer": "alice", "key_id": "k", '
+                      f'"private": "{key.to_b64()[:-3]}"}}')
+    try:
+        reviewer_key_load(broken)
+    except RatchetError as exc:
+        texts.append(str(exc))
+    assert len(texts) == 7
+    _assert_secret_free("\n".join(texts), key)

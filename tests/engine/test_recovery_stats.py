@@ -71,3 +71,27 @@ def test_it_counts_a_resume_that_freezes_on_drift_as_failed(replay_task: Path) -
     assert (report.phase, report.stop_reason) == ("needs_review", "environment_drift")
     stats = _stats(run_id)
     assert (stats["recoveries"], stats["succeeded"], stats["failed"]) == (1, 0, 1)
+
+
+def test_it_counts_a_recovery_that_froze_two_checkpoints_later_as_failed(replay_task: Path) -> None:
+    run_id = _killed(replay_task, "engine.after_step_commit")
+    recovered = run_advance(run_id=run_id, wait_seconds=10, max_steps=1)  # proposes: not a write
+    assert (recovered.recovered, recovered.phase) == (True, "pending")
+    (run_target(run_id) / "README.md").write_text("edited before the recovered run wrote anything\n")
+
+    report = run_advance(run_id=run_id, wait_seconds=10)
+
+    assert (report.phase, report.stop_reason) == ("needs_review", "environment_drift")
+    stats = _stats(run_id)
+    assert (stats["recoveries"], stats["succeeded"], stats["failed"], stats["frozen"]) == (1, 0, 1, 1)
+    assert stats["success_rate"] == 0.0
+
+
+def test_it_leaves_a_recovery_open_until_the_run_writes_or_freezes(replay_task: Path) -> None:
+    run_id = _killed(replay_task, "engine.after_step_commit")
+
+    run_advance(run_id=run_id, wait_seconds=10, max_steps=1)
+
+    assert (_stats(run_id)["recoveries"], _stats(run_id)["open"]) == (0, 1)
+    assert run_advance(run_id=run_id).phase == "completed"
+    assert (_stats(run_id)["succeeded"], _stats(run_id)["open"]) == (1, 0)

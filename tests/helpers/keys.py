@@ -1,4 +1,7 @@
-"""Test key material in every form a leak could take (DESIGN.md section 4: never printed)."""
+"""Test key material in every form a leak could take (DESIGN.md section 4.1: never printed).
+
+A ``TestKey`` is the private key of its root: the HMAC key of the checkpoint root, the Ed25519
+seed of the asymmetric roots (approval, reviewer, export), whose public half verifiers hold."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import base64
 import secrets
 from dataclasses import dataclass
 
-from runtime.core.signing import TrustRoot
+from runtime.core.signing import PublicKey, SecretKey, TrustRoot
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,20 @@ class TestKey:
     def spec(self) -> str:
         """``KEY_ID:BASE64``, one entry of ``RATCHET_<ROOT>_KEYS``."""
         return f"{self.key_id}:{self.b64}"
+
+    @property
+    def asymmetric(self) -> bool:
+        return TrustRoot(self.root).asymmetric
+
+    @property
+    def public_b64(self) -> str:
+        """The Ed25519 public key (base64) of an asymmetric root's key; not secret."""
+        return PublicKey.of(SecretKey(self.raw)).to_b64()
+
+    @property
+    def public_spec(self) -> str:
+        """``KEY_ID:PUBLIC_BASE64``, one entry of ``RATCHET_<ROOT>_PUBLIC_KEYS``."""
+        return f"{self.key_id}:{self.public_b64}"
 
     def leak_forms(self) -> list[bytes]:
         """Byte strings whose presence anywhere means the key leaked."""

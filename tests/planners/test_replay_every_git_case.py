@@ -47,12 +47,10 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_case_repo(tmp_path_factory.mktemp("cases") / "source")
 
 
-def test_every_case_replays_to_the_same_trees_messages_and_identities(
-        cases: Path, tmp_path: Path) -> None:
-    count = first_parent_count(cases) - 1
+def _replay_last(cases: Path, target: Path, count: int) -> tuple[dict, GitAdapter]:
+    """Replay ``last:count`` of ``cases`` into ``target`` commit by commit, checking each one."""
     planner = GitHistoryPlanner(source=cases, range=f"last:{count}")
     state = planner.init_state()
-    target = tmp_path / "target"
     clone_at_base(source=cases, base=str(state["base"]), target=target)
     adapter, blobs = GitAdapter(target), BlobStore()
 
@@ -76,7 +74,33 @@ def test_every_case_replays_to_the_same_trees_messages_and_identities(
     assert len(replayed_commits) == count
     assert sorted(r.idempotency_key for r in adapter.receipts()) == \
         sorted(f"key-{n}" for n in range(count))
+    return state, adapter
+
+
+def test_every_case_replays_to_the_same_trees_messages_and_identities(
+        cases: Path, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    _replay_last(cases, target, first_parent_count(cases) - 1)
+
     assert _git(target, "ls-tree", "HEAD", "link").startswith(b"120000")
+
+
+def test_the_last_commits_replay_above_a_base_whose_history_carries_a_foreign_key(
+        cases: Path, tmp_path: Path) -> None:
+    """``last:N`` whose base is the source commit ending in ``Idempotency-Key:
+    someone-elses-key``: that trailer is the source's, below the run's base, so it is neither a
+    receipt nor a duplicate, and the run does not freeze on it (issue 10)."""
+    line = _git(cases, "log", "--first-parent", "--format=%H %(trailers:key=Idempotency-Key,valueonly)",
+                "HEAD").decode().splitlines()
+    forged = next(n for n, entry in enumerate(line) if entry.split(" ", 1)[1].strip())
+    target = tmp_path / "target"
+
+    state, adapter = _replay_last(cases, target, forged)
+
+    assert _git(cases, "rev-parse", str(state["base"])) == _git(cases, "rev-parse", f"HEAD~{forged}")
+    assert b"someone-elses-key" in _git(target, "log", "-1", "--format=%B", str(state["base"]))
+    assert adapter.lookup_receipt("someone-elses-key") is None
+    assert _git(target, "rev-parse", "HEAD^{tree}") == _git(cases, "rev-parse", "HEAD^{tree}")
 
 
 @pytest.mark.django_db(transaction=True)

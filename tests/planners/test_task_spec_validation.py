@@ -96,9 +96,31 @@ CASES = [
     ("absolute glob", SCRIPTED, '"README.md", "config', '"/README.md", "config',
      "policy.allowed_paths[0]: glob pattern must be relative"),
     ("step escapes", SCRIPTED, 'target = "README.md"', 'target = "../README.md"',
-     "planner.steps[0].target: path has an empty, '.' or '..' segment"),
+     "planner.steps[0].target: path has an empty, '.' or '..' component"),
     ("step into .git", SCRIPTED, 'target = "README.md"', 'target = ".git/config"',
-     "planner.steps[0].target: path enters a .git directory"),
+     "planner.steps[0].target: paths into .git are not allowed"),
+    # The adapter's own path rule, applied at load time (DESIGN.md section 2.2).
+    ("step into the journal", SCRIPTED, 'target = "README.md"', 'target = ".ratchet/journal"',
+     "planner.steps[0].target: path is inside the workspace adapter's own .ratchet directory"),
+    ("step into the journal, other case", SCRIPTED, 'target = "README.md"', 'target = ".RATCHET/x"',
+     "planner.steps[0].target: path is inside the workspace adapter's own .ratchet directory"),
+    ("step with a backslash", SCRIPTED, 'target = "README.md"', 'target = "docs\\\\README.md"',
+     "planner.steps[0].target: path contains a backslash or a control character"),
+    ("step with a control character", SCRIPTED, 'target = "README.md"', 'target = "READ\\u0007ME.md"',
+     "planner.steps[0].target: path contains a backslash or a control character"),
+    ("absolute step", SCRIPTED, 'target = "README.md"', 'target = "/etc/passwd"',
+     "planner.steps[0].target: absolute paths are not allowed"),
+    ("drive letter step", SCRIPTED, 'target = "README.md"', 'target = "C:/x.md"',
+     "planner.steps[0].target: path must be relative to the environment target"),
+    ("bidi override in a step", SCRIPTED, 'target = "README.md"', 'target = "README\\u202Edm.exe"',
+     "planner.steps[0].target: path holds invisible characters (U+202E RIGHT-TO-LEFT OVERRIDE)"),
+    ("zero-width space in a verifier file", SCRIPTED, '"README.md" = "# Demo', '"READ\\u200BME.md" = "# Demo',
+     "path holds invisible characters (U+200B ZERO WIDTH SPACE)"),
+    ("verifier absent into the journal", SCRIPTED, 'absent = ["scratch/notes.txt"]',
+     'absent = [".ratchet/receipts"]',
+     "verifier.absent[0]: path is inside the workspace adapter's own .ratchet directory"),
+    ("bidi override in a glob", SCRIPTED, '"README.md", "config', '"READ\\u202EME.md", "config',
+     "policy.allowed_paths[0]: glob pattern holds invisible characters (U+202E"),
     ("content and delete", SCRIPTED, 'content = "temporary notes\\n"',
      'content = "temporary notes\\n"\ndelete = true',
      "planner.steps[1]: a delete_file step takes no content"),
@@ -201,3 +223,32 @@ def test_its_error_survives_a_celery_boundary(tmp_path: Path) -> None:
 
     clone = pickle.loads(pickle.dumps(caught.value))
     assert str(clone) == str(caught.value)
+
+
+@pytest.mark.parametrize("depth", [65, 500, 1000, 20_000])
+def test_it_refuses_deeply_nested_arrays_and_tables_with_a_typed_error(tmp_path: Path, depth: int) -> None:
+    """Issue 13: TOML nested ~500-1000 deep gave a raw RecursionError (DESIGN.md section 2.2)."""
+    arrays = SCRIPTED.replace('version = "1"', 'version = "1"\nextra = ' + "[" * depth + "]" * depth, 1)
+    tables = SCRIPTED.replace('version = "1"', 'version = "1"\nextra = ' + "{a = " * depth + "1" + "}" * depth, 1)
+
+    for text in (arrays, tables):
+        with pytest.raises(TaskSpecError, match="nests more than 64 levels deep"):
+            _load(tmp_path, text)
+
+
+def test_it_still_reads_nesting_up_to_the_limit_and_names_the_field(tmp_path: Path) -> None:
+    text = SCRIPTED.replace('version = "1"', 'version = "1"\nextra = ' + "[" * 60 + "]" * 60, 1)
+
+    with pytest.raises(TaskSpecError, match=r"task\.extra: unknown field"):
+        _load(tmp_path, text)
+
+
+def test_it_refuses_a_deeply_nested_stored_copy(tmp_path: Path) -> None:
+    stored = _load(tmp_path, SCRIPTED).model_dump(mode="json")
+    deep: list = []
+    for _ in range(3000):
+        deep = [deep]
+    stored["environment"]["options"] = {"deep": deep}
+
+    with pytest.raises(TaskSpecError, match="stored task spec nests more than 64 levels deep"):
+        TaskSpec.from_json(stored)

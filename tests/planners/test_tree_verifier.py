@@ -14,7 +14,7 @@ from runtime.errors import VerifierError
 from runtime.planners.factory import build_planner
 from runtime.taskspec import TaskSpec, load_task_spec
 from runtime.verifiers import verify
-from tests.planners.gitrepo import BlobStore, History, apply_commit, git, observation
+from tests.planners.gitrepo import FIXTURES, BlobStore, History, apply_commit, git, observation
 
 
 def _replay(spec: TaskSpec, commits: int) -> tuple[Path, dict]:
@@ -71,3 +71,51 @@ def test_it_raises_when_the_source_is_gone(replay_task: Path, history: History) 
 
     with pytest.raises(VerifierError):
         verify(spec, observation(), target, planner_state=state)
+
+
+def _old_git_tree(repo: Path, entries: list[tuple[bytes, bytes, str]]) -> str:
+    """A tree object written byte for byte, as git before 1.5 wrote them (``040000``, ``100664``)."""
+    raw = b"".join(mode + b" " + name + b"\0" + bytes.fromhex(oid) for mode, name, oid in entries)
+    return git(repo, "hash-object", "-t", "tree", "-w", "--literally", "--stdin", input=raw).strip()
+
+
+def _history_ending_in_an_old_git_tree(repo: Path) -> tuple[str, str]:
+    """A source whose tip tree uses modes current git never writes; returns (tip, its tree)."""
+    author = {"GIT_AUTHOR_NAME": "Old Git", "GIT_AUTHOR_EMAIL": "old@example.org",
+              "GIT_AUTHOR_DATE": "2008-01-01T00:00:00+00:00"}
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("# old\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "Root", **author)
+    blob = git(repo, "hash-object", "-w", "--stdin", input=b"# old, edited\n").strip()
+    tool = git(repo, "hash-object", "-w", "--stdin", input=b"echo tool\n").strip()
+    inner = git(repo, "mktree", input=f"100644 blob {blob}\tnested.txt\n".encode()).strip()
+    tree = _old_git_tree(repo, [(b"100644", b"README.md", blob), (b"040000", b"docs", inner),
+                                (b"100664", b"tool.sh", tool)])
+    tip = git(repo, "commit-tree", tree, "-p", "HEAD", "-m", "Written by an old git", **author).strip()
+    git(repo, "update-ref", "HEAD", tip)
+    return tip, tree
+
+
+def test_it_passes_a_replayed_tree_whose_source_used_modes_git_no_longer_writes(
+        tmp_path: Path) -> None:
+    """A zero-padded ``040000`` subtree and a ``100664`` file: the replay writes the canonical
+    tree (another id, the same files), which passes, with the reason in the detail; a tree
+    that differs in content still fails (issue 10)."""
+    _, old_tree = _history_ending_in_an_old_git_tree(tmp_path / "source")
+    task = tmp_path / "task.toml"
+    task.write_text((FIXTURES / "git_replay.toml").read_text().replace('"last:8"', '"last:1"'))
+    spec = load_task_spec(task)
+    target, state = _replay(spec, 1)
+
+    outcome = verify(spec, observation("v1"), target, planner_state=state)
+
+    assert git(target, "rev-parse", "HEAD^{tree}").strip() != old_tree
+    assert git(target, "ls-tree", "-r", "HEAD") == git(tmp_path / "source", "ls-tree", "-r", old_tree)
+    assert outcome.passed, outcome.detail
+    assert "modes it no longer writes" in outcome.detail
+    (target / "docs" / "nested.txt").write_text("changed\n")
+    git(target, "commit", "-q", "-am", "Out of band", GIT_AUTHOR_NAME="Eve", GIT_AUTHOR_EMAIL="eve@example.org")
+
+    assert not verify(spec, observation("v2"), target, planner_state=state).passed

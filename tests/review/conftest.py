@@ -6,14 +6,17 @@ Personas (house style 10): ``operator``, ``reviewer`` and ``admin`` are in their
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core.cache import cache
 from django.test import Client
 
 from review.roles import roles_sync
 from runtime.core.signing import Keyring, SecretKey, TrustRoot
+from tests.helpers.keys import TestKey
 
 PERSONAS = ("anonymous", "stranger", "operator", "reviewer", "admin")
 PASSWORD = "correct horse battery staple"
@@ -27,10 +30,24 @@ def checkpoint_keyring(monkeypatch: pytest.MonkeyPatch) -> Keyring:
     return Keyring(TrustRoot.CHECKPOINT, {"test-k1": key}, "test-k1")
 
 
+@pytest.fixture
+def all_root_keys(
+    checkpoint_keyring: Keyring, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> dict[str, TestKey]:
+    """Keys for every trust root (``ratchet_keys``: private and public keys of the Ed25519
+    roots, so this process exports bundles), while the checkpoint root stays
+    ``checkpoint_keyring``'s (``test-k1``), which the rows are sealed with."""
+    checkpoint_spec = os.environ["RATCHET_CHECKPOINT_KEYS"]
+    keys: dict[str, TestKey] = request.getfixturevalue("ratchet_keys")
+    monkeypatch.setenv("RATCHET_CHECKPOINT_KEYS", checkpoint_spec)
+    return keys
+
+
 @pytest.fixture(autouse=True)
 def _fast_tests(settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MEDIA_ROOT = str(tmp_path / "media")
+    cache.clear()  # verdicts the pages keep (chain, checkpoint rows) never leak between tests
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from review.permissions import Perm
 from runtime.approvals import ApprovalOutcome
 from runtime.attachments import attachment_put
 from runtime.core.evidence import DECISION_BOUND_FIELDS
-from runtime.models import ReviewCase
+from runtime.gateway.tokens import token_issue
+from runtime.models import GatewayToken, ReviewCase
 from runtime.reviews import DecisionOutcome
 from tests.factories import make_state
 from tests.review.conftest import PASSWORD, PERSONAS
@@ -42,6 +43,11 @@ MATRIX: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
     "approvals": (OPERATE, ("approvals",)),
     "cases": (DECIDE, ("cases",)),
     "case": (DECIDE, ()),
+    "run-tokens": (OPERATE, ()),
+}
+# MATRIX pages that also take a change by POST (with CSRF): 303 when the change goes through
+POSTABLE_PAGES: dict[str, dict[str, int]] = {
+    "run-tokens": {**OPERATE, "operator": 303, "admin": 303},
 }
 # url name -> expected status of a POST with a valid CSRF token (303: the change went through)
 ACTIONS: dict[str, dict[str, int]] = {
@@ -61,6 +67,7 @@ EXPECTED_PERMISSION = {
     "approvals": Perm.APPROVE_ACTION,
     "cases": Perm.DECIDE_CASE,
     "case": Perm.DECIDE_CASE,
+    "run-tokens": Perm.CANCEL_RUN,
     "approve": Perm.APPROVE_ACTION,
     "refresh": Perm.REFRESH_APPROVAL,
     "deny": Perm.DENY_ACTION,
@@ -77,6 +84,7 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
     run = build_run(checkpoint_keyring, run_id="run-matrix", state=state, owner_worker="w1")
     ReviewCase.objects.create(case_id="case-matrix", run=run, status="aborted",
                               reason="receipt_conflict", decided_by="someone")
+    token_issue(run_id="run-matrix", agent="matrix-agent")
     return {
         "runs": reverse("review:runs"),
         "run": reverse("review:run", args=["run-matrix"]),
@@ -92,6 +100,7 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "deny": reverse("review:deny", args=["run-matrix"]),
         "run-cancel": reverse("review:run-cancel", args=["run-matrix"]),
         "decide": reverse("review:decide", args=["case-matrix"]),
+        "run-tokens": reverse("review:run-tokens", args=["run-matrix"]),
     }
 
 
@@ -250,13 +259,53 @@ def test_no_change_goes_through_without_csrf(
 
 
 @pytest.mark.parametrize("persona", ["operator", "reviewer", "admin"])
-@pytest.mark.parametrize("name", sorted(MATRIX))
+@pytest.mark.parametrize("name", sorted(set(MATRIX) - set(POSTABLE_PAGES)))
 def test_it_refuses_to_change_anything_through_read_pages(
     client_for, urls, name: str, persona: str
 ) -> None:
     expected = MATRIX[name][0][persona]
     response = client_for(persona).post(urls[name])
     assert response.status_code == (405 if expected == 200 else expected)
+
+
+def _live_tokens() -> set[str]:
+    return set(GatewayToken.objects.filter(run_id="run-matrix", revoked_at__isnull=True)
+               .values_list("token_id", flat=True))
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+@pytest.mark.parametrize("name", sorted(POSTABLE_PAGES))
+def test_it_lets_only_the_right_roles_post_to_pages_that_take_a_change(
+    client_for, urls, name: str, persona: str
+) -> None:
+    """Like ACTIONS, for a page that lists (GET) and changes (POST): the run's tokens page
+    revokes a token (the service runs for real: the matrix run has one live token)."""
+    expected = POSTABLE_PAGES[name][persona]
+    [token_id] = _live_tokens()
+    client = client_for(persona, enforce_csrf_checks=True)
+    data = {"token_id": token_id, "csrfmiddlewaretoken": _csrf_token(client)}
+    response = client.post(urls[name], data)
+    assert response.status_code == expected, response.content[:300]
+    if expected == 303:
+        assert response["Location"] == urls[name]
+        assert _live_tokens() == set(), "the change went through"
+    else:
+        assert _live_tokens() == {token_id}, "no change without the role"
+    if expected == 302:
+        assert unquote(response["Location"]).startswith(f"/accounts/login/?next={urls[name]}")
+
+
+@pytest.mark.parametrize("persona", ["operator", "reviewer", "admin"])
+@pytest.mark.parametrize("name", sorted(POSTABLE_PAGES))
+def test_no_change_goes_through_a_page_without_csrf(
+    client_for, urls, name: str, persona: str
+) -> None:
+    [token_id] = _live_tokens()
+    client = client_for(persona, enforce_csrf_checks=True)
+    response = client.post(urls[name], {"token_id": token_id})
+    assert response.status_code == 403
+    assert b"security token" in response.content, "refused by the CSRF check, before the view"
+    assert _live_tokens() == {token_id}
 
 
 def test_it_answers_404_for_a_run_that_does_not_exist_only_after_the_permission_check(

@@ -67,14 +67,16 @@ def test_it_lists_every_checkpoint_generation_with_its_verification(client_for, 
 
 
 def test_it_shows_the_trace_timeline_and_that_its_hash_chain_verifies(client_for, run) -> None:
-    page = _page(client_for)
+    assert ">hash chain not checked<" in _page(client_for), "a page view does not re-hash"
+    page = _page(client_for, verify="chain")
     assert ">hash chain verifies<" in page
-    assert page.count("action.proposed") == 4
+    assert ">hash chain verifies<" in _page(client_for), "the verdict is kept for this head"
+    assert page.count('class="event-type mono">action.proposed<') == 4
 
 
 def test_it_says_when_the_hash_chain_is_broken_and_where(client_for, run) -> None:
     TraceEvent.objects.filter(run_id="run-detail", seq=2).update(payload={"step": "edited"})
-    page = _page(client_for)
+    page = _page(client_for, verify="chain")
     assert ">hash chain broken<" in page
     assert "From seq 2 on" in page and "was altered" in page
 
@@ -109,15 +111,26 @@ def test_it_refuses_a_validly_signed_but_stale_checkpoint_as_the_committed_one(
     assert ">bytes altered<" in listing
 
 
-def test_it_serves_the_status_fragment_that_polls_while_the_run_is_live(client_for, run) -> None:
-    response = client_for("operator").get(
-        reverse("review:run", args=["run-detail"]),
-        headers={"HX-Request": "true", "HX-Target": "run-status"},
-    )
-    body = response.content.decode()
-    assert body.lstrip().startswith('<section id="run-status"')
-    assert 'hx-trigger="every 5s"' in body
-    assert "timeline" not in body, "only the requested fragment is rendered"
+def _poller(html: str) -> str:
+    return re.search(r'<div id="poller"[^>]*>', html).group(0)
+
+
+def test_it_polls_every_region_together_and_answers_204_when_nothing_changed(
+    client_for, run
+) -> None:
+    client = client_for("operator")
+    url = reverse("review:run", args=["run-detail"])
+    poller = _poller(client.get(url).content.decode())
+    assert "data-poll" in poller and 'hx-trigger="every 2s, ratchet:visible"' in poller
+    token = re.search(r'"since": "([0-9a-f]+)"', poller).group(1)
+    unchanged = client.get(url, {"since": token}, headers={"HX-Request": "true"})
+    assert unchanged.status_code == 204 and unchanged.content == b""
+    changed = client.get(url, {"since": "old"}, headers={"HX-Request": "true"}).content.decode()
+    assert changed.lstrip().startswith('<div id="poller"')
+    for region in ("run-status", "committed", "checkpoints", "timeline"):
+        assert re.search(rf'<section id="{region}"[^>]*hx-swap-oob="true"', changed), region
+    assert 'id="nav-approvals-count"' in changed
+    assert '<div id="live-announcer" hx-swap-oob="innerHTML">Run updated: pending' in changed
 
 
 def test_it_pages_through_a_long_trace(client_for, checkpoint_keyring, personas) -> None:
@@ -127,7 +140,7 @@ def test_it_pages_through_a_long_trace(client_for, checkpoint_keyring, personas)
     page = client.get(url, headers={"HX-Request": "true", "HX-Target": "timeline"}).content.decode()
     assert ">#120<" in page and ">#71<" in page and ">#70<" not in page
     assert 'href="?events_page=2" hx-get="?events_page=2"' in page
-    older = client.get(url + "?events_page=3").content.decode()
+    older = client.get(url + "?events_page=3&verify=chain").content.decode()
     assert ">#20<" in older and ">#1<" in older and ">hash chain verifies<" in older
 
 
@@ -139,8 +152,7 @@ def test_a_finished_run_does_not_poll(client_for, checkpoint_keyring, personas) 
         stop_reason="aborted_by_reviewer",
     )
     page = client_for("operator").get(reverse("review:run", args=["run-over"])).content.decode()
-    status = re.search(r'<section id="run-status"[^>]*>', page).group(0)
-    assert "hx-trigger" not in status
+    assert "data-poll" not in _poller(page) and "hx-trigger" not in _poller(page)
     assert "aborted_by_reviewer" in page
 
 

@@ -79,7 +79,7 @@ def test_it_paginates_with_links_that_work_without_javascript(
     client = client_for("operator")
     first = client.get(reverse("review:runs") + "?tenant=acme").content.decode()
     assert len(_run_ids(first.encode())) == RUNS_PER_PAGE
-    link = re.search(r'<a href="(\?[^"]*page=2[^"]*)" hx-get="\1"', first)
+    link = re.search(r'<a href="(\?[^"]*after=[^"]*)" hx-get="\1"', first)
     assert link, "the next-page link is a real href with the same hx-get"
     second = client.get(reverse("review:runs") + link.group(1).replace("&amp;", "&"))
     assert len(_run_ids(second.content)) == 2
@@ -105,21 +105,28 @@ def test_it_flags_a_run_whose_high_water_mark_is_missing(client_for, runs) -> No
     assert ">HWM missing<" in page
 
 
-def test_it_polls_while_a_run_on_the_page_is_running(client_for, runs) -> None:
-    page = client_for("operator").get(reverse("review:runs")).content.decode()
-    section = re.search(r'<section id="runs"[^>]*>', page).group(0)
-    assert 'hx-trigger="every 5s"' in section and 'hx-get="/"' in section
+def _poll_token(html: str) -> str:
+    poller = re.search(r'<div id="poller"[^>]*>', html).group(0)
+    assert 'hx-trigger="every 2s, ratchet:visible"' in poller and "data-poll" in poller
+    return re.search(r'"since": "([0-9a-f]+)"', poller).group(1)
 
 
-def test_it_stops_polling_when_nothing_on_the_page_is_running(client_for, runs) -> None:
+def test_it_polls_and_answers_204_while_nothing_on_the_page_changed(client_for, runs) -> None:
     client = client_for("operator")
-    fragment = client.get(
-        reverse("review:runs") + "?phase=completed", headers={"HX-Request": "true"}
-    )
-    assert fragment.status_code == 200
-    section = re.search(r'<section id="runs"[^>]*>', fragment.content.decode()).group(0)
-    assert "hx-trigger" not in section, "the swapped-in fragment carries no poll, so polling stops"
-    assert b"not refreshing" in fragment.content
+    token = _poll_token(client.get(reverse("review:runs")).content.decode())
+    poll = client.get(reverse("review:runs"), {"since": token}, headers={"HX-Request": "true"})
+    assert poll.status_code == 204
+
+
+def test_a_new_run_appears_on_the_next_poll(client_for, runs, checkpoint_keyring) -> None:
+    client = client_for("operator")
+    token = _poll_token(client.get(reverse("review:runs") + "?tenant=acme").content.decode())
+    build_run(checkpoint_keyring, run_id="delta-new", tenant="acme", events=0)
+    poll = client.get(reverse("review:runs"), {"tenant": "acme", "since": token},
+                      headers={"HX-Request": "true"}).content.decode()
+    assert re.search(r'<section id="runs"[^>]*hx-swap-oob="true"', poll)
+    assert "delta-new" in poll and 'hx-get="/?tenant=acme"' in poll
+    assert '<div id="live-announcer" hx-swap-oob="innerHTML">Runs list updated.' in poll
 
 
 def test_every_htmx_link_is_also_a_real_link(client_for, runs) -> None:

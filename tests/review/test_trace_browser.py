@@ -64,10 +64,20 @@ def test_it_filters_by_run_event_type_and_environment_version(
 
 def test_it_checks_the_chain_of_the_run_it_is_filtered_to(client_for, trace) -> None:
     page = client_for("admin").get(reverse("review:trace") + "?run=run-one").content.decode()
-    assert "Run chain:" in page and ">verifies<" in page
+    assert "Run chain:" in page and ">not checked<" in page, "a page view does not re-hash"
+    page = client_for("admin").get(reverse("review:trace") + "?run=run-one&verify=chain").content.decode()
+    assert ">verifies<" in page
     TraceEvent.objects.filter(run_id="run-one", seq=3).update(environment_version="v3")
-    page = client_for("admin").get(reverse("review:trace") + "?run=run-one").content.decode()
+    page = client_for("admin").get(reverse("review:trace") + "?run=run-one&verify=chain").content.decode()
     assert ">broken<" in page and "at seq 3" in page
+
+
+def test_it_follows_a_partial_run_id(client_for, trace) -> None:
+    page = client_for("admin").get(reverse("review:trace") + "?run=run-o").content.decode()
+    assert "Run chain:" in page and len(_rows(client_for, "?run=run-o")) == len(
+        _rows(client_for, "?run=run-one"))
+    several = client_for("admin").get(reverse("review:trace") + "?run=run-").content.decode()
+    assert "starts 2 run ids" in several
 
 
 def test_it_offers_the_known_event_types(client_for, trace) -> None:
@@ -83,4 +93,4 @@ def test_it_answers_a_filter_change_with_the_events_fragment(client_for, trace) 
     )
     body = response.content.decode()
     assert body.lstrip().startswith('<section id="events"') and "<html" not in body
-    assert "5 events" in body
+    assert "Newest events: 5 shown" in body

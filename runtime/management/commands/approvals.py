@@ -23,7 +23,8 @@ class Command(BaseCommand):
             p.add_argument("--approver", required=True, help="who approves (lands in the evidence)")
             p.add_argument("--fingerprint", required=True,
                            help="the environment fingerprint you reviewed (from `approvals list`)")
-            p.add_argument("--ttl", type=float, default=None, help="validity in seconds")
+            p.add_argument("--ttl", type=float, default=None,
+                           help="validity in seconds (at most RATCHET_APPROVAL_MAX_SECONDS)")
         deny = sub.add_parser("deny")
         deny.add_argument("run_id")
         deny.add_argument("--approver", required=True)

@@ -1,4 +1,9 @@
-"""``manage.py cases``: list review cases, show what to sign, sign and apply decisions headless."""
+"""``manage.py cases``: list review cases, show what to sign, sign and apply decisions headless.
+
+A decision is signed with the reviewer's own key file (``--key-file``, made by ``manage.py keys
+reviewer-add``); the reviewer's name comes from that file, never from a free-text option
+(DESIGN.md section 6.3).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.core.checkpoint import SignedDecision
 from runtime.errors import RatchetError
+from runtime.keys import reviewer_key_load
 from runtime.models import ReviewCase
 from runtime.reviews import case_decide, decision_prepare, decision_refused_error, decision_sign_for
 
 
 class Command(BaseCommand):
-    help = ("Review cases: `list`, `show CASE_ID`, `sign CASE_ID --reviewer R --decision replan|abort "
-            "[--out FILE]`, `apply FILE`, `decide CASE_ID --reviewer R --decision D` (sign + apply).")
+    help = ("Review cases: `list`, `show CASE_ID`, `sign CASE_ID --key-file F --decision replan|abort "
+            "[--out FILE]`, `apply FILE`, `decide CASE_ID --key-file F --decision D` (sign + apply).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -27,7 +33,8 @@ class Command(BaseCommand):
         for name in ("sign", "decide"):
             p = sub.add_parser(name)
             p.add_argument("case_id")
-            p.add_argument("--reviewer", required=True)
+            p.add_argument("--key-file", required=True,
+                           help="your own reviewer key file (from `manage.py keys reviewer-add`)")
             p.add_argument("--decision", required=True, choices=["replan", "abort"])
             if name == "sign":
                 p.add_argument("--out", default="-", help="file for the signed decision (default stdout)")
@@ -50,8 +57,9 @@ class Command(BaseCommand):
                                              sort_keys=True, default=str))
                 return
             if action in ("sign", "decide"):
-                signed = decision_sign_for(case_id=options["case_id"], reviewer=options["reviewer"],
-                                           decision=options["decision"])
+                reviewer, keyring = reviewer_key_load(Path(options["key_file"]))
+                signed = decision_sign_for(case_id=options["case_id"], reviewer=reviewer,
+                                           decision=options["decision"], keyring=keyring)
                 if action == "sign":
                     text = signed.model_dump_json(indent=2)
                     if options["out"] == "-":

@@ -4,7 +4,9 @@
   generation (or every row of generation N, orphans included) with its verification status.
 * ``checkpoint verify RUN_ID`` exits 0 with ``valid: run RUN_ID generation G`` when the committed
   checkpoint verifies (MAC, schema, invariants, HWM generation and digest, identity, the scenario
-  fingerprint recorded on the run), else exits non-zero with the typed error's message.
+  fingerprint recorded on the run, and every approval and reviewer decision signature inside
+  under the public keys of those roots), else exits non-zero with the typed error's message or
+  the list of evidence findings (DESIGN.md section 4.8).
 
 Output never contains key material: envelopes carry only key ids and MACs (DESIGN.md section 4).
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from runtime.approval_checks import evidence_findings
 from runtime.checkpoint_reports import CheckpointReport, checkpoint_inspect
 from runtime.checkpoints import checkpoint_hwm, checkpoint_verify
 from runtime.errors import RatchetError
@@ -43,6 +46,11 @@ class Command(BaseCommand):
                 self._show(options["run_id"], options["generation"])
             else:
                 restored = checkpoint_verify(run_id=options["run_id"])
+                findings = evidence_findings(restored.state)
+                if findings:
+                    lines = "\n".join(f"  - {finding}" for finding in findings)
+                    raise CommandError(f"checkpoint evidence does NOT verify (run {options['run_id']} "
+                                       f"generation {restored.generation}):\n{lines}")
                 self.stdout.write(
                     f"valid: run {options['run_id']} generation {restored.generation}"
                 )

@@ -3,15 +3,21 @@
 1. ``migrate``; the three dashboard roles (``review.roles.roles_sync``); demo accounts
    ``operator``, ``reviewer`` and ``admin`` (random passwords printed once, or
    ``RATCHET_DEMO_PASSWORD`` for all three).
-2. Seeds runs by replaying this repository's own history (``runtime.demo.seeding.demo_seed``):
-   completed, running, waiting for approval, expired approval, receipt conflict, failed. A second
-   start reuses them.
-3. Starts two child processes and waits (``runtime.demo.launcher``): the web server (Django's
+2. Starts the demo's own services on loopback (``runtime.demo.services``): the fake model and the
+   orders API, in their own processes.
+3. Seeds runs (``runtime.demo.seeding.demo_seed``): by replaying this repository's own history
+   (completed, waiting for approval, expired approval, two receipt conflicts, failed) and with
+   the chat-tools planner against the fake model (a slow run that keeps running for minutes,
+   orders booked through the HTTP adapter waiting for approval, a SQL ledger run completed).
+   A second start reuses them.
+4. Starts two child processes and waits (``runtime.demo.launcher``): the web server (Django's
    development server on 127.0.0.1:PORT, serving the static files itself) and ``manage.py
-   worker`` (a Celery worker with the sweeper embedded). Ctrl-C or SIGTERM stops both children,
+   worker`` (a Celery worker with the sweeper embedded). Ctrl-C or SIGTERM stops every child,
    by pid.
 
-``--seed-only`` stops after step 2 (no servers); ``--port`` picks the web port.
+``--seed-only`` stops after step 3 (no servers; the demo's services are stopped again);
+``--reset`` first deletes what an earlier demo seeded (``runtime.demo.reset``: its runs and
+``var/demo``, nothing else) and seeds again; ``--port`` picks the web port.
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from review.roles import DemoLogin, demo_users_ensure, roles_sync
+from runtime.demo.agents import model_script
 from runtime.demo.launcher import DemoProcesses, DemoStopped, sigterm_stops
-from runtime.demo.scenarios import SCENARIOS
-from runtime.demo.seeding import demo_seed
+from runtime.demo.reset import demo_reset
+from runtime.demo.seeding import demo_scenarios, demo_seed
+from runtime.demo.services import DemoServices
 from runtime.errors import DemoLaunchError, RatchetError
 
 
@@ -48,27 +56,47 @@ class Command(BaseCommand):
             help="git repository whose history is replayed (default: this one)",
         )
         parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+        parser.add_argument(
+            "--reset", action="store_true",
+            help="delete the runs and var/demo an earlier demo seeded (nothing else), then seed again",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         roles_sync()
         logins = demo_users_ensure(password=os.environ.get("RATCHET_DEMO_PASSWORD") or None)
         workdir = Path(settings.VAR_DIR) / "demo"
-        self.stdout.write("Seeding runs from the repository's history (a few seconds)...")
-        self.stdout.flush()
+        if options["reset"]:
+            try:
+                reset = demo_reset(workdir=workdir)
+            except RatchetError as exc:
+                raise CommandError(str(exc)) from None
+            self.stdout.write(f"Reset: deleted {len(reset.runs)} seeded runs and the demo's directory.")
+        services = DemoServices(workdir=workdir)
+        with sigterm_stops():  # a SIGTERM while seeding still stops the services below
+            self._seed_and_serve(services, options=options, workdir=workdir, logins=logins)
+
+    def _seed_and_serve(self, services: DemoServices, *, options: dict[str, Any], workdir: Path,
+                        logins: list[DemoLogin]) -> None:
         try:
-            seed = demo_seed(source=Path(options["source"]), workdir=workdir)
+            services.start(script=model_script())
+            os.environ.update(services.environ())  # the HTTP adapter here and in the worker reads them
+            self.stdout.write("Seeding runs from the repository's history and the demo agents (a few seconds)...")
+            self.stdout.flush()
+            seed = demo_seed(source=Path(options["source"]), workdir=workdir, services=services)
+            self.stdout.write(("Seeded" if seed.created else "Already seeded; reusing") + " runs:")
+            for name, description in demo_scenarios():
+                self.stdout.write(f"  {name:<18} {seed.runs[name]}  ({description})")
+            if options["seed_only"]:
+                self._print_logins(logins)
+                return
+            self._serve(port=options["port"], concurrency=options["concurrency"], logins=logins)
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(("Seeded" if seed.created else "Already seeded; reusing") + " runs:")
-        for scenario in SCENARIOS:
-            self.stdout.write(
-                f"  {scenario.name:<18} {seed.runs[scenario.name]}  ({scenario.description})"
-            )
-        if options["seed_only"]:
-            self._print_logins(logins)
-            return
-        self._serve(port=options["port"], concurrency=options["concurrency"], logins=logins)
+        except DemoStopped:
+            self.stdout.write("Stopped.")
+        finally:
+            services.stop()
 
     def _print_logins(self, logins: list[DemoLogin]) -> None:
         self.stdout.write("Demo logins (shown once; set RATCHET_DEMO_PASSWORD to choose them):")
@@ -88,7 +116,7 @@ class Command(BaseCommand):
                 self.stdout.write("")
                 self.stdout.write(f"Ratchet is running: http://127.0.0.1:{port}/")
                 self._print_logins(logins)
-                self.stdout.write("Press Ctrl-C to stop the web server and the worker.")
+                self.stdout.write("Press Ctrl-C to stop the web server, the worker and the demo's services.")
                 self.stdout.flush()
                 exited = processes.wait()
                 raise CommandError(f"a demo process exited ({', '.join(exited)}); stopping")

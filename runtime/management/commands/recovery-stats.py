@@ -1,6 +1,7 @@
 """``manage.py recovery-stats``: recovery success rate, duration (median, p95), duplicates.
 
-A recovery that restored the run but froze it for review counts as failed (see ``runtime.stats``).
+A recovery fails when the run freezes or fails before its next completed write (see
+``runtime.stats``; DESIGN.md section 8).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class Command(BaseCommand):
         med, p95 = (("n/a" if seconds is None else f"{seconds:.3f} s")
                     for seconds in (stats.duration_median_seconds, stats.duration_p95_seconds))
         self.stdout.write(f"recoveries: {stats.recoveries} ({stats.succeeded} succeeded, "
-                          f"{stats.failed} failed, {stats.frozen} of those froze the run)")
+                          f"{stats.failed} failed, {stats.frozen} of those froze the run; "
+                          f"{stats.open} not decided yet)")
         self.stdout.write(f"recovery success rate: {rate}")
         self.stdout.write(f"recovery duration: median {med}, p95 {p95}")
         self.stdout.write(f"duplicate submissions: {stats.duplicate_submissions} "

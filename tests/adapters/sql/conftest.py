@@ -58,3 +58,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
 def sqlite_target(tmp_path: Path) -> Target:
     """An SQLite target only (stories about options and parsing, the same on every database)."""
     return _sqlite_target(tmp_path)
+
+
+# The chat-tools stories of this directory drive a run with the fake model server.
+from tests.planners.chat_tools.conftest import fake_model, shared_fake_model  # noqa: E402, F401

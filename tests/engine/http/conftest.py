@@ -13,3 +13,7 @@ def secrets_in_env(orders: OrdersService, monkeypatch: pytest.MonkeyPatch) -> No
     """This process drives the run: it needs the credential, the secret input and the redaction key."""
     for name in (TOKEN_ENV, EMAIL_ENV, "RATCHET_REDACTION_KEY"):
         monkeypatch.setenv(name, orders.env[name])
+
+
+# The chat-tools stories of this directory drive a run with the fake model server.
+from tests.planners.chat_tools.conftest import fake_model, shared_fake_model  # noqa: E402, F401

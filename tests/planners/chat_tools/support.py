@@ -82,3 +82,13 @@ def write_chat_task(directory: Path, *, base_url: str, files: dict[str, str] | N
     path = directory / "task.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def chat_planner_lines(*, base_url: str, task: str, risks: dict[str, str] | None = None,
+                       max_attempts: int = 2) -> list[str]:
+    """The ``[planner]`` table of a chat-tools task on the fake model at ``base_url`` (TOML lines)."""
+    lines = ["[planner]", 'kind = "chat-tools"', f"task = {json.dumps(task)}", 'model = "fake-1"',
+             f"base_url = {json.dumps(base_url)}", "retry_backoff_seconds = 0.0", f"max_attempts = {max_attempts}"]
+    if risks:
+        lines.append("risks = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in risks.items()) + " }")
+    return lines

@@ -1,0 +1,385 @@
+"""What the conflicting write did, beside what the pending intent would do (DESIGN.md section 6.6).
+
+A review case holds the pending intent and the receipt that shares its key. This module reads the
+content behind both so a reviewer can judge without opening git by hand:
+
+* git: the planned commit (message, files from the action's attachments) against the landed
+  commit (its message without the Ratchet trailers, its files as they are in its tree), with a
+  unified diff per file (landed -> planned) and of the message;
+* workspace: the planned content against the file on disk now, plus whether the disk still
+  holds what the conflicting receipt says it wrote;
+* any other adapter (HTTP, SQL): the planned action's parameters against the receipt's result
+  (the request and response, or the row), as JSON side by side with a diff.
+
+Everything read is capped (``MAX_CONTENT_BYTES`` per file, ``MAX_FILES`` files,
+``MAX_DIFF_LINES`` lines per diff), binary content is marked instead of shown, and workspace
+paths are checked and confined to the environment's directory (no symlink is followed). The
+texts returned are plain strings; the template escapes them. Reading never changes anything.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from review.queries.approvals import DiffLine, diff_lines
+from runtime.adapters.git_receipts import original_message
+from runtime.adapters.paths import check_relative_path
+from runtime.attachments import attachment_get
+from runtime.errors import RatchetError
+from runtime.models import Attachment, ReviewCase
+
+MAX_CONTENT_BYTES = 256 * 1024
+"""Bytes read per file side; a larger file is named, sized and not diffed."""
+
+MAX_FILES = 50
+"""Files compared per case; the rest are counted as left out."""
+
+MAX_DIFF_LINES = 400
+"""Lines of one diff shown; the rest are counted."""
+
+WORKSPACE_RESERVED = (".ratchet",)
+
+
+@dataclass(frozen=True)
+class Content:
+    """One side of a file: ``state`` is ``text``, ``binary``, ``absent``, ``too_large`` or
+    ``unreadable`` (``note`` says why); ``text`` only for ``text``; ``size`` in bytes."""
+
+    state: str
+    text: str = ""
+    size: int = 0
+    digest: str = ""
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        """A short human description of this side."""
+        if self.state == "text":
+            return f"{self.size} bytes"
+        if self.state == "absent":
+            return "absent"
+        if self.state == "binary":
+            return f"binary, {self.size} bytes (not shown)"
+        if self.state == "too_large":
+            return f"{self.size} bytes, over the {MAX_CONTENT_BYTES // 1024} KiB display limit"
+        return f"not readable: {self.note}"
+
+
+@dataclass(frozen=True)
+class FileComparison:
+    """One path: what the intent plans (``planned``) and what landed (``landed``), and the
+    unified diff landed -> planned (``diff``; empty when identical or not comparable)."""
+
+    path: str
+    planned_op: str
+    landed_op: str
+    planned: Content
+    landed: Content
+    diff: list[DiffLine]
+    omitted_lines: int = 0
+
+    @property
+    def same(self) -> bool:
+        return self.planned.state == self.landed.state and (
+            self.planned.digest == self.landed.digest if self.planned.digest else
+            self.planned.state == "absent")
+
+
+@dataclass
+class ConflictEvidence:
+    """The content-level evidence for one case (see the module docstring).
+
+    Attributes:
+        kind: ``git``, ``workspace`` or ``other`` (how the evidence was read).
+        summary: plain-language sentences about the binding (run, action, environment versions).
+        planned_message / landed_message: commit messages (git only) and their diff.
+        files: per-file comparisons (git, workspace); ``files_left_out`` beyond ``MAX_FILES``.
+        planned_json / landed_json: the action parameters and the receipt result (other
+            adapters, and always available as raw fields), pretty JSON, with ``json_diff``.
+        error: why content could not be read (the rest of the page still stands), or ``""``.
+    """
+
+    kind: str
+    summary: list[str]
+    planned_message: str = ""
+    landed_message: str = ""
+    message_diff: list[DiffLine] = field(default_factory=list)
+    files: list[FileComparison] = field(default_factory=list)
+    files_left_out: int = 0
+    planned_json: str = ""
+    landed_json: str = ""
+    json_diff: list[DiffLine] = field(default_factory=list)
+    error: str = ""
+
+
+def _content(data: bytes | None, *, size: int | None = None) -> Content:
+    if data is None:
+        return Content("absent")
+    size = len(data) if size is None else size
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if size > MAX_CONTENT_BYTES:
+        return Content("too_large", size=size, digest=digest)
+    if b"\0" in data:
+        return Content("binary", size=size, digest=digest)
+    try:
+        return Content("text", text=data.decode("utf-8"), size=size, digest=digest)
+    except UnicodeDecodeError:
+        return Content("binary", size=size, digest=digest)
+
+
+def _attachment_content(digest: Any) -> Content:
+    """The planned bytes named by an action's ``content`` digest, size-checked before reading."""
+    if not isinstance(digest, str):
+        return Content("unreadable", note="the action names no content digest")
+    size = Attachment.objects.filter(digest=digest).values_list("size", flat=True).first()
+    if size is not None and size > MAX_CONTENT_BYTES:
+        return Content("too_large", size=size, digest=digest)
+    try:
+        return _content(attachment_get(digest=digest))
+    except RatchetError as exc:
+        return Content("unreadable", note=exc.message, digest=digest)
+
+
+def _text_diff(old: str, new: str, *, fromfile: str, tofile: str) -> tuple[list[DiffLine], int]:
+    lines = [
+        line if line.endswith("\n") else line + "\n"
+        for line in difflib.unified_diff(old.splitlines(keepends=True),
+                                         new.splitlines(keepends=True),
+                                         fromfile=fromfile, tofile=tofile)
+    ]
+    parsed = diff_lines("".join(lines))
+    return parsed[:MAX_DIFF_LINES], max(0, len(parsed) - MAX_DIFF_LINES)
+
+
+def _compare(path: str, planned_op: str, planned: Content, landed_op: str,
+             landed: Content) -> FileComparison:
+    diff: list[DiffLine] = []
+    omitted = 0
+    if planned.state in ("text", "absent") and landed.state in ("text", "absent"):
+        diff, omitted = _text_diff(landed.text, planned.text, fromfile=f"landed/{path}",
+                                   tofile=f"planned/{path}")
+    return FileComparison(path, planned_op, landed_op, planned, landed, diff, omitted)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _summary(case: ReviewCase) -> list[str]:
+    pending = case.pending or {}
+    receipt = case.receipt or {}
+    action = pending.get("action") or {}
+    pre = pending.get("pre_state") or {}
+    what = action.get("kind") or "an action"
+    if action.get("target"):
+        what += f" on {action['target']}"
+    message = (action.get("params") or {}).get("message")
+    if isinstance(message, str) and message.strip():
+        what += f' ("{message.strip().splitlines()[0][:120]}")'
+    out = [
+        f"Run {case.run_id} planned {what} with key {pending.get('idempotency_key') or '(none)'},"
+        f" against environment version {pre.get('version') or '(unknown)'}"
+        f" of {pre.get('instance_id') or case.environment.get('instance_id') or 'its environment'}.",
+    ]
+    if receipt:
+        out.append(
+            f"Another write with the same key had already landed: receipt"
+            f" {receipt.get('receipt_id')} at {receipt.get('committed_at')}, leaving the"
+            f" environment at version {receipt.get('environment_version_after')}"
+            f" (fencing token {receipt.get('fencing_token')})."
+        )
+        if receipt.get("intent_digest") != pending.get("intent_digest"):
+            out.append("Its intent differs from the pending one, so the runtime will not treat it "
+                       "as this run's write: replan (new key, fresh observation) or abort.")
+        else:
+            out.append("Its intent digest matches the pending one.")
+    else:
+        out.append(f"No receipt is attached to this case; the run froze because of {case.reason}.")
+    return out
+
+
+def _environment(case: ReviewCase) -> tuple[str, Path | None]:
+    spec = case.run.spec or {}
+    kind = ((spec.get("task") or {}).get("environment") or {}).get("adapter") or ""
+    target = spec.get("target")
+    return kind, (Path(target) if isinstance(target, str) and target else None)
+
+
+def _git_planned_message(action: dict[str, Any]) -> str:
+    params = action.get("params") or {}
+    if action.get("kind") in ("write_file", "delete_file"):
+        verb = "write" if action["kind"] == "write_file" else "delete"
+        return f"ratchet: {verb} {action.get('target')}"
+    message = params.get("message")
+    if isinstance(message, dict):
+        return "(a message that is not UTF-8 text)"
+    return message if isinstance(message, str) else ""
+
+
+def _planned_changes(action: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    """path -> (op, content digest or None) of a file action or a commit action."""
+    kind = action.get("kind")
+    params = action.get("params") or {}
+    if kind == "write_file":
+        return {str(action.get("target")): ("write", params.get("content"))}
+    if kind == "delete_file":
+        return {str(action.get("target")): ("delete", None)}
+    out: dict[str, tuple[str, Any]] = {}
+    for change in params.get("changes") or []:
+        if isinstance(change, dict) and isinstance(change.get("path"), str):
+            out[change["path"]] = (str(change.get("op")), change.get("content"))
+    return out
+
+
+def _blob_content(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str) -> Content:
+    if tree is None:
+        return Content("absent")
+    try:
+        entry = tree[path]
+    except KeyError:
+        return Content("absent")
+    obj = repo.get(entry.id)
+    if not isinstance(obj, pygit2.Blob):
+        return Content("unreadable", note=f"a {entry.type_str} in the tree, not a file")
+    if obj.size > MAX_CONTENT_BYTES:
+        return Content("too_large", size=obj.size, digest=f"git:{entry.id}")
+    return _content(obj.data)
+
+
+def _git_evidence(case: ReviewCase, root: Path, evidence: ConflictEvidence) -> ConflictEvidence:
+    action = (case.pending or {}).get("action") or {}
+    sha = ((case.receipt or {}).get("result") or {}).get("commit")
+    try:
+        repo = pygit2.Repository(str(root))
+        commit = repo.get(sha) if isinstance(sha, str) else None
+    except (pygit2.GitError, ValueError, KeyError) as exc:
+        evidence.error = f"the repository could not be read ({type(exc).__name__})"
+        return evidence
+    if not isinstance(commit, pygit2.Commit):
+        evidence.error = "the landed commit is not in the repository any more"
+        return evidence
+    try:
+        landed_message = original_message(commit.raw_message).decode("utf-8", "replace")
+    except ValueError:
+        landed_message = commit.raw_message.decode("utf-8", "replace")
+    planned_message = _git_planned_message(action)
+    evidence.planned_message, evidence.landed_message = planned_message, landed_message
+    evidence.message_diff, _ = _text_diff(landed_message, planned_message,
+                                          fromfile="landed message", tofile="planned message")
+    parent_tree = commit.parents[0].tree if commit.parents else None
+    landed_paths: dict[str, str] = {}
+    if parent_tree is not None:
+        diff = repo.diff(parent_tree, commit.tree)
+    else:
+        diff = commit.tree.diff_to_tree(swap=True)
+    for delta in diff.deltas:
+        landed_paths[delta.new_file.path or delta.old_file.path] = delta.status_char()
+    planned = _planned_changes(action)
+    paths = sorted(set(planned) | set(landed_paths))
+    labels = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed", "R": "renamed"}
+    for path in paths[:MAX_FILES]:
+        op, digest = planned.get(path, ("unchanged", None))
+        if op == "write":
+            planned_side = _attachment_content(digest)
+        elif op == "unchanged":
+            planned_side = _blob_content(repo, parent_tree, path)
+        else:
+            planned_side = Content("absent")
+        landed_op = labels.get(landed_paths.get(path, ""), "unchanged")
+        evidence.files.append(_compare(path, op, planned_side, landed_op,
+                                       _blob_content(repo, commit.tree, path)))
+    evidence.files_left_out = max(0, len(paths) - MAX_FILES)
+    return evidence
+
+
+def _read_confined(root: Path, path: str) -> Content:
+    """The file ``path`` under ``root``, read without following a symlink and only when it
+    resolves inside ``root``."""
+    try:
+        check_relative_path(path, reserved=WORKSPACE_RESERVED)
+    except RatchetError as exc:
+        return Content("unreadable", note=exc.message)
+    base = root.resolve()
+    full = base / path
+    try:
+        parent = full.parent.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return Content("absent")
+    if not parent.is_relative_to(base):
+        return Content("unreadable", note="the path leads outside the environment; not read")
+    try:
+        info = os.lstat(full)
+    except FileNotFoundError:
+        return Content("absent")
+    except OSError as exc:
+        return Content("unreadable", note=type(exc).__name__)
+    if stat.S_ISLNK(info.st_mode):
+        return Content("unreadable", note="a symbolic link; not followed")
+    if not stat.S_ISREG(info.st_mode):
+        return Content("unreadable", note="not a regular file")
+    if info.st_size > MAX_CONTENT_BYTES:
+        return Content("too_large", size=info.st_size)
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(MAX_CONTENT_BYTES + 1)
+    except OSError as exc:
+        return Content("unreadable", note=type(exc).__name__)
+    return _content(data)
+
+
+def _workspace_evidence(case: ReviewCase, root: Path,
+                        evidence: ConflictEvidence) -> ConflictEvidence:
+    action = (case.pending or {}).get("action") or {}
+    result = (case.receipt or {}).get("result") or {}
+    planned = _planned_changes(action)
+    for path in sorted(planned)[:MAX_FILES]:
+        op, digest = planned[path]
+        planned_side = _attachment_content(digest) if op == "write" else Content("absent")
+        on_disk = _read_confined(root, path)
+        landed_op = "on disk now"
+        if result.get("path") == path and on_disk.digest:
+            landed_op = ("on disk now: what the conflicting write left"
+                         if on_disk.digest == result.get("content")
+                         else "on disk now: changed again since the conflicting write")
+        evidence.files.append(_compare(path, op, planned_side, landed_op, on_disk))
+    evidence.files_left_out = max(0, len(planned) - MAX_FILES)
+    return evidence
+
+
+def conflict_evidence(*, case: ReviewCase) -> ConflictEvidence:
+    """Read the content behind ``case``'s pending intent and conflicting receipt.
+
+    Args:
+        case: a ``ReviewCase`` with its run loaded (``select_related("run")``, ``spec`` included).
+
+    Returns:
+        A :class:`ConflictEvidence`; read problems are reported in its ``error`` or per file,
+        never raised (the rest of the case page must still render). DESIGN.md section 6.6.
+    """
+    action = (case.pending or {}).get("action") or {}
+    result = (case.receipt or {}).get("result")
+    kind, root = _environment(case)
+    evidence = ConflictEvidence(kind="other", summary=_summary(case))
+    evidence.planned_json = _pretty(action.get("params") or {})
+    evidence.landed_json = _pretty(result if result is not None else {})
+    evidence.json_diff, _ = _text_diff(evidence.landed_json, evidence.planned_json,
+                                       fromfile="receipt result", tofile="planned parameters")
+    if root is None or not case.receipt:
+        return evidence
+    if kind == "git":
+        evidence.kind = "git"
+        return _git_evidence(case, root, evidence)
+    if kind == "workspace":
+        evidence.kind = "workspace"
+        return _workspace_evidence(case, root, evidence)
+    return evidence

@@ -1,0 +1,157 @@
+"""``/api/v1/``: an agent's runs, calls, receipts and status, over HTTP with a bearer token.
+
+Thin views over :mod:`runtime.gateway` (DESIGN.md section 5.12). Only ``Authorization: Bearer
+<gateway token>`` authorises: the dashboard's session cookie is never read here, and a gateway
+token never opens the dashboard. Every refusal is ``{"error": {"code", "message", "hint",
+"retryable"}}`` with the status of its :class:`~runtime.errors.GatewayError`; the token is never
+echoed. The OpenAPI description is served at ``/api/v1/openapi.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer
+from pydantic import Field, JsonValue
+
+from runtime.errors import GatewayError, GatewayPayloadTooLargeError, GatewayTokenError, RatchetError
+from runtime.gateway.calls import call_submit
+from runtime.gateway.reads import call_get, receipts_list, run_status
+from runtime.gateway.tokens import token_authorise
+from runtime.gateway.tools import MAX_CALL_BYTES
+
+api = NinjaAPI(title="Ratchet agent gateway", version="1", urls_namespace="api-v1", docs_url=None,
+               description="Exactly-once, approval-gated tool calls for agents outside the process "
+                           "(DESIGN.md section 5.12).")
+
+
+class GatewayBearer(HttpBearer):
+    """A gateway token in ``Authorization: Bearer``; the body size is checked before it is parsed."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> str:
+        limit = int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)) + 4096
+        if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
+            raise GatewayPayloadTooLargeError(limit_bytes=limit)
+        token_authorise(token=token)  # the run scope is checked by each service
+        return token
+
+
+def _error(request: HttpRequest, status: int, code: str, message: str, hint: str = "",
+           retryable: bool = False, context: dict[str, Any] | None = None) -> HttpResponse:
+    body = {"error": {"code": code, "message": message, "hint": hint, "retryable": retryable,
+                      "context": context or {}}}
+    return api.create_response(request, body, status=status)
+
+
+@api.exception_handler(GatewayError)
+def _gateway_error(request: HttpRequest, exc: GatewayError) -> HttpResponse:
+    return _error(request, exc.status, exc.code, exc.message, exc.hint, exc.retryable, exc.context)
+
+
+@api.exception_handler(RatchetError)
+def _runtime_error(request: HttpRequest, exc: RatchetError) -> HttpResponse:
+    return _error(request, 500, "runtime_error", f"{type(exc).__name__}: {exc.message}", exc.hint, exc.retryable,
+                  {k: v for k, v in exc.context.items() if k in ("run_id", "generation", "call_id")})
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    err = GatewayTokenError()
+    return _error(request, err.status, err.code, err.message, err.hint)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if exc.status_code == 400:  # django-ninja could not parse the body
+        return _error(request, 400, "malformed_json", "the request body is not valid JSON",
+                      "send a JSON object; nothing was recorded")
+    return _error(request, exc.status_code, "http_error", str(exc.message)[:200])
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    fields = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))[:200]} for e in exc.errors]
+    malformed = any(e.get("type") == "json_invalid" or "JSON" in str(e.get("msg", "")) for e in exc.errors)
+    return _error(request, 400 if malformed else 422, "malformed_json" if malformed else "invalid_input",
+                  "the request body is not valid JSON" if malformed else "the request fails the schema",
+                  "fix the request; nothing was recorded", context={"fields": fields[:20]})
+
+
+class CallIn(Schema):
+    """One tool call: the caller's own ``call_id`` (repeat it to get the same result), the tool
+    (an action the run offers, or ``finish``) and its arguments."""
+
+    call_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+    tool: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class CallOut(Schema):
+    """What the call did: ``executed`` (with the receipt), ``waiting_for_approval`` (with the
+    dashboard link; repeat the call id once approved) or ``finished``."""
+
+    status: str
+    run_id: str
+    call_id: str
+    phase: str
+    idempotency_key: str | None = None
+    intent_digest: str | None = None
+    receipt: dict[str, JsonValue] | None = None
+    repeated: bool = False
+    approval_url: str | None = None
+    stop_reason: str | None = None
+    detail: str | None = None
+
+
+class ErrorBody(Schema):
+    """``{"code", "message", "hint", "retryable", "context"}``: see DESIGN.md section 5.12."""
+
+    code: str
+    message: str
+    hint: str
+    retryable: bool
+    context: dict[str, JsonValue]
+
+
+class ErrorOut(Schema):
+    error: ErrorBody
+
+
+ERRORS: dict[int, Any] = {s: ErrorOut for s in (400, 401, 403, 409, 413, 422, 429, 500, 503)}
+
+
+@api.get("/runs", auth=GatewayBearer(), response={200: list[dict[str, JsonValue]], **ERRORS})
+def runs(request: HttpRequest) -> list[dict[str, Any]]:
+    """The runs this token may act on (one: a token is scoped to a single run)."""
+    row = token_authorise(token=request.auth)
+    return [run_status(run_id=row.run_id, token=request.auth)]
+
+
+@api.get("/runs/{run_id}", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})
+def status(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    """The run's phase, stop reason, generation, dashboard link and the tools the token may call."""
+    return run_status(run_id=run_id, token=request.auth)
+
+
+@api.post("/runs/{run_id}/calls", auth=GatewayBearer(), response={200: CallOut, **ERRORS})
+def calls(request: HttpRequest, run_id: str, body: CallIn) -> dict[str, Any]:
+    """Submit one call through the run's write path; repeating its ``call_id`` never repeats the effect."""
+    result = call_submit(run_id=run_id, call_id=body.call_id, tool=body.tool, arguments=body.arguments,
+                         token=request.auth)
+    return result.as_json()
+
+
+@api.get("/runs/{run_id}/calls/{call_id}", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})
+def call(request: HttpRequest, run_id: str, call_id: str) -> dict[str, Any]:
+    """One call as the committed checkpoint records it: unknown, pending or executed (with its receipt)."""
+    return call_get(run_id=run_id, call_id=call_id, token=request.auth)
+
+
+@api.get("/runs/{run_id}/receipts", auth=GatewayBearer(), response={200: list[dict[str, JsonValue]], **ERRORS})
+def receipts(request: HttpRequest, run_id: str) -> list[dict[str, Any]]:
+    """Every executed write of the run with its receipt and the call id that caused it."""
+    return receipts_list(run_id=run_id, token=request.auth)

@@ -1,0 +1,192 @@
+"""The agent gateway's benchmark: call overhead over a direct adapter call, and calls per second.
+
+``manage.py bench-gateway [--calls N] [--clients 1,8,32]`` (DESIGN.md section 5.12). The parent
+makes a throwaway SQLite file or PostgreSQL ``<name>_bench`` database exactly as ``manage.py
+bench`` does (``runtime.bench.scratch``) and re-executes itself against it; the child refuses to
+measure anywhere else (:func:`~runtime.bench.scratch.scratch_require`). Measured in the child:
+
+* a direct workspace adapter write (``execute`` with a fresh key), N times: median and p95;
+* the same write as a gateway call (``call_submit``: token, policy, lease, restore, intent
+  checkpoint, execute, receipt checkpoint), N times on one run: median and p95, and the
+  overhead (gateway median minus direct median);
+* calls per second with 1, 8 and 32 concurrent clients, each a thread driving its own run
+  with its own token (one run's calls are serialised by its lease by design).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+from runtime.adapters.factory import open_adapter
+from runtime.attachments import attachment_blob, attachment_put
+from runtime.bench.scratch import (
+    scratch_database_create,
+    scratch_database_drop,
+    scratch_env,
+    scratch_postgres_url,
+)
+from runtime.core.checkpoint import Action
+from runtime.engine import run_start
+from runtime.errors import BenchmarkError, BenchmarkScratchError, GatewayRunBusyError
+from runtime.gateway.calls import call_submit
+from runtime.gateway.tokens import token_issue
+
+TASK = """[task]
+id = "bench-gateway"
+version = "1"
+
+[policy]
+id = "bench"
+version = "1"
+allowed_actions = ["write_file"]
+allowed_paths = ["notes/**"]
+approval_risks = ["high"]
+
+[policy.budgets]
+proposals = 100000
+steps = 100000
+wall_seconds = 100000
+cost_micros = 0
+
+[environment]
+adapter = "workspace"
+target = "ws"
+
+[planner]
+kind = "python"
+entry = "runtime.planners.external:ExternalPlanner"
+max_calls = 300
+risks = { write_file = "low" }
+
+[verifier]
+kind = "always"
+"""
+
+
+def _quantiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"median_ms": round(statistics.median(ordered) * 1000, 3), "p95_ms": round(p95 * 1000, 3),
+            "n": len(ordered)}
+
+
+def _new_run(root: Path, name: str) -> tuple[str, str]:
+    directory = root / name
+    (directory / "ws").mkdir(parents=True)
+    (directory / "task.toml").write_text(TASK, encoding="utf-8")
+    run_id = run_start(spec_path=directory / "task.toml", worker="bench-gateway")
+    return run_id, token_issue(run_id=run_id, agent="bench").token
+
+
+def gateway_measure(*, calls: int, clients: list[int], root: Path) -> dict[str, Any]:
+    """Measure in this process (connected to the scratch database); returns the report dict.
+
+    Raises:
+        BenchmarkError: a call did not execute.
+    """
+    direct_ws = root / "direct"
+    direct_ws.mkdir()
+    adapter = open_adapter("workspace", direct_ws)
+    direct = []
+    for i in range(calls):
+        digest = attachment_put(data=f"note {i}\n".encode())
+        action = Action(kind="write_file", target=f"notes/{i}.txt", params={"content": digest, "executable": False})
+        started = time.perf_counter()
+        adapter.execute(action, idempotency_key=f"bench-direct-{i}", intent_digest=action.intent_digest(),
+                        fencing_token=1, blobs=attachment_blob)
+        direct.append(time.perf_counter() - started)
+    run_id, token = _new_run(root, "latency")
+    gateway = []
+    for i in range(calls):
+        started = time.perf_counter()
+        result = call_submit(run_id=run_id, call_id=f"c{i}", tool="write_file",
+                             arguments={"path": f"notes/{i}.txt", "content": f"note {i}\n"}, token=token)
+        gateway.append(time.perf_counter() - started)
+        if result.status != "executed":
+            raise BenchmarkError("a gateway call did not execute", status=result.status)
+    report: dict[str, Any] = {"direct": _quantiles(direct), "gateway": _quantiles(gateway)}
+    report["overhead_median_ms"] = round(report["gateway"]["median_ms"] - report["direct"]["median_ms"], 3)
+    report["throughput"] = [_throughput(root, n, calls) for n in clients]
+    return report
+
+
+def _throughput(root: Path, clients: int, calls: int) -> dict[str, Any]:
+    runs = [_new_run(root, f"c{clients}-{k}") for k in range(clients)]
+    per_client = max(1, calls // clients)
+    errors: list[str] = []
+    barrier = threading.Barrier(clients + 1)
+
+    def client(run_id: str, token: str) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_client):
+                while True:
+                    try:
+                        call_submit(run_id=run_id, call_id=f"t{i}", tool="write_file",
+                                    arguments={"path": f"notes/{i}.txt", "content": f"{i}\n"}, token=token)
+                        break
+                    except GatewayRunBusyError:
+                        time.sleep(0.01)
+        except Exception as exc:  # reported, not hidden: the figure is void with errors
+            errors.append(type(exc).__name__)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=client, args=run) for run in runs]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    done = clients * per_client
+    return {"clients": clients, "calls": done, "seconds": round(elapsed, 3),
+            "calls_per_second": round(done / elapsed, 1), "errors": errors[:5]}
+
+
+def gateway_bench_isolated(*, calls: int, clients: list[int]) -> dict[str, Any]:
+    """Run :func:`gateway_measure` in a child process against a throwaway database.
+
+    Raises:
+        BenchmarkScratchError: the scratch database cannot be made; BenchmarkError: the child failed.
+    """
+    db = settings.DATABASES["default"]
+    engine = str(db.get("ENGINE", ""))
+    scratch_dir = Path(tempfile.mkdtemp(prefix="bench-", dir=settings.VAR_DIR))
+    pg_name: str | None = None
+    try:
+        if engine.endswith("sqlite3"):
+            path = scratch_dir / "bench.sqlite3"
+            url, marker = f"sqlite:///{path}", str(path)
+        elif engine.endswith("postgresql"):
+            pg_name = scratch_database_create(settings_dict=db)
+            url, marker = scratch_postgres_url(db=db, name=pg_name), pg_name
+        else:
+            raise BenchmarkScratchError("only SQLite and PostgreSQL can be benchmarked", engine=engine)
+        out = scratch_dir / "gateway.json"
+        cmd = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "bench-gateway", "--child", str(out),
+               "--calls", str(calls), "--clients", ",".join(str(c) for c in clients)]
+        code = subprocess.run(cmd, env=scratch_env(scratch_dir=scratch_dir, url=url, marker=marker),
+                              cwd=settings.BASE_DIR).returncode
+        if code != 0 or not out.exists():
+            raise BenchmarkError("the measuring child process failed", exit_code=code)
+        report: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        report["engine"] = "postgresql" if pg_name else "sqlite"
+        return report
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+        if pg_name is not None:
+            scratch_database_drop(settings_dict=db, name=pg_name)

@@ -1,0 +1,191 @@
+"""Dashboard pages at size: p50/p95 server time and query count per page (DESIGN.md section 6.8).
+
+Seeds ``runs`` runs and ``runs * events_per_run`` trace events into the scratch database (filler
+rows written in bulk: their hash chains are not real, which no page view checks any more), plus
+a few real runs made by :func:`runtime.checkpoints.run_create` with signed checkpoints, one of
+them waiting for an approval and one frozen on a review case. Then each page is requested through
+Django's test client as a superuser, ``samples`` times: the server time is the time of the whole
+request inside this process (no network), the query count that of one request.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core import signals
+from django.db import close_old_connections, connection, transaction
+from django.test import Client
+
+from runtime.bench.report import BenchReport, latency_metric
+from runtime.bench.sizes import BenchSizes
+from runtime.bench.state import realistic_state, realistic_write
+from runtime.checkpoints import run_create
+from runtime.errors import BenchmarkError
+from runtime.models import CaseStatus, Phase, ReviewCase, Run, TraceEvent
+from runtime.trace import trace_append_txn
+
+FULL_RUNS = 100_000
+QUICK_RUNS = 2_000
+EVENTS_PER_RUN = 10
+"""100k runs x 10 = 1M trace events, the size issue 15 names."""
+
+_PHASES = [Phase.COMPLETED, Phase.COMPLETED, Phase.COMPLETED, Phase.FAILED, Phase.RUNNING,
+           Phase.CANCELLED, Phase.PENDING]
+_TYPES = ["lease.acquired", "intent.proposed", "write.executed", "checkpoint.committed",
+          "lease.released"]
+
+
+def _seed_filler(*, runs: int, events_per_run: int, say: Callable[[str], None]) -> None:
+    """Bulk-insert ``runs`` runs (created over the last 100 days) and their trace events."""
+    now = datetime.now(UTC)
+    batch = 5_000
+    for start in range(0, runs, batch):
+        rows, events = [], []
+        for i in range(start, min(runs, start + batch)):
+            run_id = f"fill-{i:07d}-{uuid.uuid5(uuid.NAMESPACE_OID, str(i)).hex[:8]}"
+            created = now - timedelta(days=100) + timedelta(seconds=i * 86.4)
+            phase = _PHASES[i % len(_PHASES)]
+            rows.append(Run(
+                run_id=run_id, tenant_id=f"tenant-{i % 50}", task_id=f"task-{i % 200}",
+                task_version="1", policy_id="policy", policy_version="1",
+                environment_instance_id=f"env-{i % 1000}", scenario_fingerprint="sha256:" + "0" * 64,
+                phase=phase.value, trace_seq=events_per_run, trace_head="sha256:" + "1" * 64,
+                generation=1, created_at=created, updated_at=created,
+            ))
+            for seq in range(1, events_per_run + 1):
+                events.append(TraceEvent(
+                    run_id=run_id, seq=seq, event_type=_TYPES[seq % len(_TYPES)],
+                    payload={"n": seq}, environment_version=f"w{seq}",
+                    prev_hash="sha256:" + "2" * 64, hash="sha256:" + "3" * 64,
+                    created_at=created + timedelta(milliseconds=seq),
+                ))
+        with transaction.atomic():
+            Run.objects.bulk_create(rows, batch_size=1_000)
+            TraceEvent.objects.bulk_create(events, batch_size=5_000)
+        if (start // batch) % 4 == 0:
+            say(f"pages: seeded {min(runs, start + batch)} of {runs} runs")
+
+
+def _real_run(*, events: int, phase: Phase = Phase.PENDING) -> str:
+    """A run with a signed checkpoint and ``events`` real (hash-chained) trace events."""
+    state = realistic_state(executed=0)
+    run_create(state=state, worker="bench-pages", ttl_seconds=3600.0)
+    run_id = state.identity.run_id
+    receipt = realistic_write(run_id=run_id, cursor=0).receipt.model_dump(mode="json")
+    left, seq = events, 0
+    while left > 0:
+        with transaction.atomic():
+            Run.objects.select_for_update().filter(run_id=run_id).exists()
+            for _ in range(min(500, left)):
+                seq += 1
+                trace_append_txn(run_id=run_id, event_type="write.executed",
+                                 payload={"n": seq, "receipt": receipt},
+                                 environment_version=receipt["environment_version_after"])
+                left -= 1
+    if phase != Phase.PENDING:
+        Run.objects.filter(run_id=run_id).update(phase=phase.value)
+    return run_id
+
+
+def _measure(client: Client, report: BenchReport, *, name: str, label: str, url: str,
+             samples: int, headers: dict[str, str] | None = None, status: int = 200) -> None:
+    response = client.get(url, headers=headers)  # warm caches (templates, content types)
+    if response.status_code != status:
+        raise BenchmarkError(f"page answered {response.status_code}", page=name)
+    queries = [0]
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        queries[0] += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        client.get(url, headers=headers)
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        client.get(url, headers=headers)
+        times.append(time.perf_counter() - started)
+    report.metrics.append(latency_metric(f"page_{name}_ms", label, times))
+    report.facts[f"page_{name}_queries"] = queries[0]
+
+
+@contextmanager
+def _persistent_connection() -> Iterator[None]:
+    """Keep one database connection across the measured requests, as a server with
+    ``CONN_MAX_AGE > 0`` does: the figures are the pages' own cost, not a connect per request."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+
+
+def pages_measure(*, report: BenchReport, sizes: BenchSizes, runs: int | None = None,
+                  events_per_run: int = EVENTS_PER_RUN,
+                  say: Callable[[str], None] = lambda line: None) -> None:
+    """Seed the dashboard's data and time each page (see the module docstring).
+
+    Args:
+        runs: filler runs; default ``FULL_RUNS`` (``QUICK_RUNS`` for a ``--quick`` bench, whose
+            ``sizes.samples`` is at most 20).
+        events_per_run: trace events per filler run.
+
+    Raises:
+        BenchmarkError: a page did not answer as expected.
+    """
+    quick = sizes.samples <= 20
+    runs = runs if runs is not None else (QUICK_RUNS if quick else FULL_RUNS)
+    samples = max(10, min(50, sizes.samples // 4))
+    started = time.perf_counter()
+    _seed_filler(runs=runs, events_per_run=events_per_run, say=say)
+    report.facts["pages_seed_seconds"] = round(time.perf_counter() - started, 1)
+    detail = _real_run(events=500)
+    waiting = _real_run(events=20, phase=Phase.AWAITING_APPROVAL)
+    frozen = _real_run(events=20, phase=Phase.NEEDS_REVIEW)
+    ReviewCase.objects.create(case_id=f"open-{frozen[:8]}", run_id=frozen, status=CaseStatus.OPEN,
+                              reason="receipt_conflict", environment={})
+    # The page measured is a decided case: an open one also observes the run's environment
+    # (``decision_prepare``), which these seeded runs do not have.
+    case = ReviewCase.objects.create(case_id=f"done-{frozen[:8]}", run_id=frozen,
+                                     status=CaseStatus.ABORTED, reason="receipt_conflict",
+                                     environment={})
+    report.facts["pages_runs"] = Run.objects.count()
+    report.facts["pages_trace_events"] = runs * events_per_run + 540
+    user = get_user_model().objects.create_superuser(username=f"bench-{uuid.uuid4().hex[:6]}",
+                                                     password=uuid.uuid4().hex)
+    client = Client()
+    client.force_login(user)
+    htmx = {"HX-Request": "true"}
+    token_page = client.get(f"/runs/{detail}/").content.decode()
+    since = token_page.split('"since": "', 1)[1].split('"', 1)[0] if '"since": "' in token_page else ""
+    middle = Run.objects.order_by("-created_at", "-run_id").values_list("run_id", flat=True)[runs // 2]
+    pages = [
+        ("runs", "runs list, newest page", "/", 200, None),
+        ("runs_deep", "runs list, a keyset page half-way down", f"/?after={middle}", 200, None),
+        ("runs_phase", "runs list, filtered to a phase", "/?phase=failed", 200, None),
+        ("runs_search", "runs list, partial run id", "/?q=fill-00500", 200, None),
+        ("run_detail", "run detail (500 events)", f"/runs/{detail}/", 200, None),
+        ("run_poll", "run detail poll, nothing changed", f"/runs/{detail}/?since={since}", 204, htmx),
+        ("trace", "trace browser, newest page", "/trace/", 200, None),
+        ("trace_type", "trace browser, one event type", "/trace/?event_type=intent.proposed", 200,
+         None),
+        ("trace_run", "trace browser, partial run id", f"/trace/?run={detail[:8]}", 200, None),
+        ("approvals", "approvals queue", "/approvals/", 200, None),
+        ("cases", "review cases list", "/cases/", 200, None),
+        ("case_detail", "one review case (decided)", f"/cases/{case.case_id}/", 200, None),
+        ("health", "health", "/health/", 200, None),
+    ]
+    del waiting
+    with _persistent_connection():
+        for name, label, url, status, headers in pages:
+            say(f"pages: {label}")
+            _measure(client, report, name=name, label=f"page: {label}", url=url,
+                     samples=samples, headers=headers, status=status)

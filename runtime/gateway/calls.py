@@ -1,0 +1,169 @@
+"""A call from an agent outside the process, through the run's whole write path (DESIGN.md section 5.12).
+
+:func:`call_submit` checks the token, the rate limit, the call's shape and the policy -- all
+before anything is touched -- then offers the call to the run's external planner and drives the
+ordinary engine (``run_advance``): recovery of a write in flight (a gateway killed mid-call),
+policy gate, intent checkpoint, approval, execution by idempotency key, receipt, checkpoint.
+The call id is bound to its cursor and replan epoch -- hence its key -- in the checkpoint that
+records the intent, so a repeated call id gets the original receipt (same arguments) or a
+conflict (other arguments), never a second effect.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+
+from runtime.checkpoints import checkpoint_verify
+from runtime.core.checkpoint import TERMINAL_PHASES, Phase, RunState
+from runtime.core.idempotency import derive_key
+from runtime.core.ledger import state_ledger
+from runtime.engine import run_advance
+from runtime.errors import (
+    GatewayCallConflictError,
+    GatewayCallLimitError,
+    GatewayRunBusyError,
+    GatewayRunStoppedError,
+    LeaseHeldError,
+    LeaseLostError,
+    StaleGenerationError,
+)
+from runtime.gateway.tokens import token_authorise, token_rate_check
+from runtime.gateway.tools import MAX_CALL_BYTES, arguments_object, call_check, call_id_check
+from runtime.models import Run
+from runtime.planners.chat_tools_tools import FINISH
+from runtime.planners.external import ExternalCall, call_digest, call_record, external_call_offered
+from runtime.session import default_worker_id
+from runtime.taskspec import TaskSpec
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What a call did.
+
+    Attributes:
+        status: ``"executed"`` (the receipt is here), ``"waiting_for_approval"`` (a human must
+            approve in the dashboard, then repeat the same call id) or ``"finished"`` (the run ended).
+        repeated: True when the call id was already recorded and nothing new was executed.
+    """
+
+    status: str
+    run_id: str
+    call_id: str
+    phase: str
+    idempotency_key: str | None = None
+    intent_digest: str | None = None
+    receipt: dict[str, Any] | None = None
+    repeated: bool = False
+    approval_url: str | None = None
+    stop_reason: str | None = None
+    detail: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """The result as the JSON API and the MCP server return it."""
+        out = {k: v for k, v in self.__dict__.items() if k != "extra" and v not in (None, "")}
+        return out | self.extra
+
+
+def gateway_worker_id() -> str:
+    """This process and thread as a lease holder: two threads of one gateway never share a lease."""
+    return f"{default_worker_id()}/gateway-{threading.get_ident()}"[:200]
+
+
+def dashboard_url(*, run_id: str) -> str:
+    """The run's page in the dashboard (``RATCHET_DASHBOARD_URL`` prefixes it when set)."""
+    base = str(getattr(settings, "RATCHET_DASHBOARD_URL", ""))
+    return base.rstrip("/") + reverse("review:run", args=[run_id])
+
+
+def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: str | None) -> CallResult:
+    """Put one agent call through the run's write path and say what happened (DESIGN.md section 5.12).
+
+    Args:
+        run_id: the run the call is for.
+        call_id: the caller's id for the call; repeating it never repeats the effect.
+        tool: the action kind (a tool the run offers) or ``"finish"``.
+        arguments: the tool's arguments (a JSON object).
+        token: the agent's gateway token (never logged or echoed).
+
+    Returns:
+        A :class:`CallResult`.
+
+    Raises:
+        GatewayTokenError / GatewayScopeError / GatewayRateLimitedError: refused before anything.
+        GatewayInputError (and its subclasses) / GatewayPolicyRefusedError: refused, nothing touched.
+        GatewayCallConflictError: the call id was recorded with other arguments.
+        GatewayRunStoppedError: the run is frozen for review or has ended (with phase and reason).
+        GatewayRunBusyError: another process holds the lease (retry the same call id).
+        GatewayCallLimitError: the run recorded ``max_calls`` calls.
+    """
+    row = token_authorise(token=token, run_id=run_id)
+    token_rate_check(row=row)
+    call_id = call_id_check(call_id)
+    run = row.run
+    spec = TaskSpec.from_json(run.spec["task"])
+    action = call_check(spec=spec, tool=tool, arguments=arguments_object(arguments), token_actions=row.actions,
+                        max_bytes=int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)))
+    call = ExternalCall(call_id=call_id, action=action, digest=call_digest(action))
+    try:
+        with external_call_offered(call):
+            run_advance(run_id=run_id, worker=gateway_worker_id(),
+                        wait_seconds=float(getattr(settings, "RATCHET_GATEWAY_WAIT_SECONDS", 10.0)))
+    except LeaseHeldError:
+        raise GatewayRunBusyError(run_id=run_id, call_id=call_id) from None
+    except (LeaseLostError, StaleGenerationError):
+        raise GatewayRunBusyError("another process took the run over during the call", run_id=run_id,
+                                  call_id=call_id) from None
+    return _answer(run=run, call=call, max_calls=int(spec.planner.options_json().get("max_calls", 200)))
+
+
+def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
+    run_id, call_id = run.run_id, call.call_id
+    # An ended run is not stepped: a repeated call is answered from its committed checkpoint.
+    state: RunState = call.session.state if call.session is not None else checkpoint_verify(run_id=run_id).state
+    phase = state.phase
+    if call.action["kind"] == FINISH:
+        if phase in TERMINAL_PHASES:
+            return CallResult(status="finished", run_id=run_id, call_id=call_id, phase=phase.value,
+                              stop_reason=_reason(state), detail=state.stop_detail or "",
+                              repeated=call.session is None)
+        raise _stopped(state, run_id, call_id)
+    record = call_record(state.planner_state, call_id)
+    if record is None:
+        if phase == Phase.RUNNING and len(state.planner_state.get("calls") or {}) >= max_calls:
+            raise GatewayCallLimitError(run_id=run_id, call_id=call_id, max_calls=max_calls)
+        raise _stopped(state, run_id, call_id)
+    if record["digest"] != call.digest:
+        raise GatewayCallConflictError(run_id=run_id, call_id=call_id)
+    key = derive_key(run_id=run_id, cursor=int(record["cursor"]), replan_epoch=int(record["epoch"]))
+    pending = state.pending
+    if pending is not None and pending.idempotency_key == key:
+        if phase == Phase.AWAITING_APPROVAL:
+            return CallResult(status="waiting_for_approval", run_id=run_id, call_id=call_id, phase=phase.value,
+                              idempotency_key=key, intent_digest=pending.intent_digest,
+                              repeated=not call.proposed, approval_url=dashboard_url(run_id=run_id),
+                              detail="a human must approve this write in the dashboard; then repeat the "
+                                     "same call id and it executes once")
+        raise _stopped(state, run_id, call_id)
+    executed = state_ledger(state).executed(key)
+    if executed is None:
+        raise _stopped(state, run_id, call_id)
+    return CallResult(status="executed", run_id=run_id, call_id=call_id, phase=phase.value, idempotency_key=key,
+                      intent_digest=executed.intent_digest, receipt=executed.receipt.model_dump(mode="json"),
+                      repeated=not call.proposed, stop_reason=_reason(state))
+
+
+def _reason(state: RunState) -> str | None:
+    return state.stop_reason.value if state.stop_reason else None
+
+
+def _stopped(state: RunState, run_id: str, call_id: str) -> GatewayRunStoppedError:
+    detail = (state.stop_detail or "")[:300]
+    return GatewayRunStoppedError(f"the run is {state.phase.value}: {detail}" if detail else None, run_id=run_id,
+                                  call_id=call_id, phase=state.phase.value, stop_reason=_reason(state),
+                                  dashboard=dashboard_url(run_id=run_id))

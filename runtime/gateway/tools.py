@@ -1,0 +1,148 @@
+"""A run's tools as the gateway offers them, and a call's arguments checked into an action.
+
+The tools are the chat-tools planner's (DESIGN.md section 6.7): the adapter's actions with
+schemas derived from its action models (``write_file``/``delete_file`` for files, each declared
+action's model of ``{"target", "params"}``), restricted to the policy's ``allowed_actions`` and
+to the token's actions, plus ``finish``. A call is checked here against the same models, then
+against the policy, before anything reaches the engine (DESIGN.md section 5.12).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from runtime.core.canonical import canonical_json
+from runtime.core.checkpoint import Action
+from runtime.errors import (
+    CanonicalizationError,
+    GatewayInputError,
+    GatewayPayloadTooLargeError,
+    GatewayPolicyRefusedError,
+    GatewayScopeError,
+    GatewayUnknownActionError,
+    PlannerError,
+    PolicyViolationError,
+    ToolArgumentsError,
+    UnknownToolError,
+)
+from runtime.planners.chat_tools_tools import (
+    FINISH,
+    DeclaredCall,
+    DeleteFileArgs,
+    FinishArgs,
+    WriteFileArgs,
+    toolset_for,
+    validate_call,
+)
+from runtime.taskspec import TaskSpec, policy_check
+
+CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+"""A caller's call id: 1-64 characters, letters, digits and ``._:-``."""
+
+MAX_CALL_BYTES = 1_048_576
+"""Largest canonical call the gateway accepts, in bytes (``RATCHET_GATEWAY_MAX_BYTES`` overrides)."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: ``name``, ``description`` and the JSON schema of its arguments."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+def run_tools(*, spec: TaskSpec, token_actions: list[str] | None = None) -> list[Tool]:
+    """The tools of a run with ``spec``, narrowed to ``token_actions`` when given, plus finish.
+
+    Raises:
+        PlannerError: the adapter declares no action the policy allows.
+    """
+    toolset = toolset_for(spec.environment.adapter, entry=spec.environment.entry,
+                          options=spec.environment.options, allowed=tuple(spec.policy.allowed_actions))
+    tools = []
+    for entry in toolset.tools:
+        fn = entry["function"]
+        if token_actions and fn["name"] != FINISH and fn["name"] not in token_actions:
+            continue
+        tools.append(Tool(name=fn["name"], description=fn["description"], input_schema=fn["parameters"]))
+    return tools
+
+
+def call_check(*, spec: TaskSpec, tool: str, arguments: Any, token_actions: list[str] | None = None,
+               max_bytes: int = MAX_CALL_BYTES) -> dict[str, Any]:
+    """The normalised action ``{"kind", "target", "params"}`` (or ``{"kind": "finish"}``) of a call.
+
+    Checks, in order: the size, the tool is offered by the run and covered by the token, the
+    arguments fit its schema, the policy allows the action. Nothing is touched.
+
+    Raises:
+        GatewayPayloadTooLargeError, GatewayUnknownActionError, GatewayScopeError,
+        GatewayInputError (schema), GatewayPolicyRefusedError.
+    """
+    try:
+        size = len(canonical_json({"tool": tool, "arguments": arguments}))
+    except CanonicalizationError:
+        raise GatewayInputError("the call's arguments are not plain JSON", tool=str(tool)[:80]) from None
+    if size > max_bytes:
+        raise GatewayPayloadTooLargeError(size_bytes=size, limit_bytes=max_bytes)
+    try:
+        toolset = toolset_for(spec.environment.adapter, entry=spec.environment.entry,
+                              options=spec.environment.options, allowed=tuple(spec.policy.allowed_actions))
+    except PlannerError as exc:
+        raise GatewayUnknownActionError(f"the run offers no tools: {exc.message}") from None
+    if not isinstance(tool, str) or (tool != FINISH and tool not in toolset.actions):
+        raise GatewayUnknownActionError(tool=str(tool)[:80])
+    if token_actions and tool != FINISH and tool not in token_actions:
+        raise GatewayScopeError("the token does not cover this action", action=tool)
+    try:
+        validated = validate_call(toolset, tool, arguments)
+    except (UnknownToolError, ToolArgumentsError) as exc:
+        raise GatewayInputError(exc.message, tool=tool) from None
+    action = _normalised(tool, validated)
+    if action["kind"] != FINISH:
+        try:
+            policy_check(spec, Action(kind=action["kind"], target=action["target"]))
+        except PolicyViolationError as exc:
+            raise GatewayPolicyRefusedError(exc.message, action=tool) from None
+    return action
+
+
+def _normalised(tool: str, validated: BaseModel | DeclaredCall) -> dict[str, Any]:
+    if isinstance(validated, FinishArgs):
+        return {"kind": FINISH, "summary": validated.summary}
+    if isinstance(validated, DeclaredCall):
+        return {"kind": validated.kind, "target": validated.target, "params": validated.params}
+    if isinstance(validated, WriteFileArgs):
+        return {"kind": "write_file", "target": validated.path,
+                "params": {"content": validated.content, "executable": validated.executable}}
+    if isinstance(validated, DeleteFileArgs):
+        return {"kind": "delete_file", "target": validated.path, "params": {}}
+    raise GatewayUnknownActionError(tool=tool[:80])  # pragma: no cover - validate_call returns one of these
+
+
+def call_id_check(call_id: Any) -> str:
+    """``call_id`` if it is a valid call id.
+
+    Raises:
+        GatewayInputError: not 1-64 characters of letters, digits and ``._:-``.
+    """
+    if not isinstance(call_id, str) or not CALL_ID.match(call_id):
+        raise GatewayInputError("call_id must be 1-64 characters: letters, digits and ._:-")
+    return call_id
+
+
+def arguments_object(arguments: Any) -> Mapping[str, Any]:
+    """``arguments`` if it is a JSON object.
+
+    Raises:
+        GatewayInputError: anything else.
+    """
+    if not isinstance(arguments, Mapping):
+        raise GatewayInputError("arguments must be a JSON object")
+    return arguments

@@ -1,0 +1,55 @@
+"""``manage.py keys``: the public keys an auditor needs, and reviewers' own key files.
+
+* ``keys export-public [--out FILE]`` writes the public keys of the approval, reviewer and export
+  roots (JSON, no secret, no checkpoint key); ``verify-bundle --public-keys FILE`` uses it.
+* ``keys reviewer-add NAME --out FILE`` creates NAME's own Ed25519 key file (mode 0600) and adds
+  its public key, bound to NAME, to the reviewer trust root in the key file; NAME then decides
+  with ``cases decide CASE_ID --key-file FILE``.
+
+Never prints a private key (DESIGN.md section 4.1).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runtime.errors import RatchetError
+from runtime.keys import public_keys_document, reviewer_key_create
+
+
+class Command(BaseCommand):
+    help = "Keys: `export-public [--out FILE]`, `reviewer-add NAME --out FILE`."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        export = sub.add_parser("export-public", help="write the public keys for an auditor")
+        export.add_argument("--out", default="-", help="file to write (default: stdout)")
+        add = sub.add_parser("reviewer-add", help="create a reviewer's own key file")
+        add.add_argument("name")
+        add.add_argument("--out", required=True, help="the new private key file (give it to NAME only)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            if options["action"] == "reviewer-add":
+                key_id = reviewer_key_create(name=options["name"], out=Path(options["out"]))
+                self.stdout.write(f"reviewer {options['name']}: key {key_id} written to {options['out']}; "
+                                  "its public key is now in the reviewer trust root")
+                return
+            text = json.dumps(public_keys_document(), indent=2, sort_keys=True) + "\n"
+        except RatchetError as exc:
+            raise CommandError(str(exc)) from None
+        except OSError as exc:
+            raise CommandError(f"cannot write the key file: {exc.strerror}") from None
+        if options["out"] == "-":
+            self.stdout.write(text, ending="")
+            return
+        try:
+            Path(options["out"]).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {options['out']}: {exc.strerror}") from None
+        self.stderr.write(f"wrote the public keys to {options['out']}")

@@ -1,0 +1,62 @@
+"""The MCP server lists a run's tools and puts each tool call through the gateway service."""
+
+import anyio
+import pytest
+from mcp.client.client import Client
+
+from runtime.gateway.mcp_server import gateway_server
+from runtime.gateway.tokens import token_revoke
+from runtime.models import Run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _session(token, fn):
+    async def main():
+        async with Client(gateway_server(stdio_token=token)) as client:
+            return await fn(client)
+    return anyio.run(main)
+
+
+def test_it_lists_the_runs_tools_with_a_required_call_id(gw):
+    async def names(client):
+        return {t.name: t for t in (await client.list_tools()).tools}
+    tools = _session(gw.token, names)
+    assert set(tools) == {"write_file", "delete_file", "finish"}
+    assert "call_id" in tools["write_file"].input_schema["required"]
+
+
+def test_it_executes_a_tool_call_once_per_call_id(gw):
+    async def twice(client):
+        args = {"call_id": "m1", "path": "notes/m.txt", "content": "from mcp\n"}
+        return await client.call_tool("write_file", args), await client.call_tool("write_file", args)
+    first, second = _session(gw.token, twice)
+    assert not first.is_error and first.structured_content["status"] == "executed"
+    assert second.structured_content["repeated"] is True
+    assert second.structured_content["receipt"] == first.structured_content["receipt"]
+    assert list(gw.effects().values()) == [1]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "code"), [
+    ("format_disk", {"call_id": "x"}, "unknown_action"),
+    ("write_file", {"call_id": "x", "path": "notes/a.txt"}, "invalid_input"),
+    ("write_file", {"path": "notes/a.txt", "content": "no call id"}, "invalid_input"),
+    ("write_file", {"call_id": "x", "path": "secrets/a.txt", "content": "x"}, "policy_refused"),
+])
+def test_it_answers_bad_tool_calls_with_a_typed_error(gw, tool, arguments, code):
+    async def call(client):
+        return await client.call_tool(tool, arguments)
+    result = _session(gw.token, call)
+    assert result.is_error and result.structured_content["error"]["code"] == code
+    assert gw.effects() == {} and Run.objects.get(run_id=gw.run_id).generation == 1
+    assert gw.token.rsplit("_", 1)[1] not in str(result.structured_content)
+
+
+def test_a_revoked_token_gets_no_tools_and_no_calls(gw):
+    token_revoke(token_id=gw.token_id)
+
+    async def call(client):
+        return await client.call_tool("write_file", {"call_id": "r", "path": "notes/r.txt", "content": "r"})
+    result = _session(gw.token, call)
+    assert result.is_error and result.structured_content["error"]["code"] == "token_invalid"
+    assert gw.effects() == {}
