@@ -1,0 +1,9 @@
+"""Reserved migration slot (filled by the work it is named for; empty operations are a no-op)."""
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [("runtime", "0008_evidence_keys")]
+
+    operations: list = []
