@@ -15,6 +15,10 @@ review cases, one case      login      403       403       read       read
 decide a case               login      403       403       POST       POST
 ==========================  =========  ========  ========  =========  ==========
 
+Tenants are a second dimension (``review.scope``, DESIGN.md section 6.6): inside a page the user
+may open, a run, case or approval of a tenant outside their scope is a 404, as if it did not
+exist, and every list, badge and count leaves it out.
+
 "login" is a redirect to the sign-in page (a 401 carrying ``HX-Redirect`` for htmx requests, so a
 polled fragment sends the browser to sign in instead of swapping the login form into a table).
 A *stranger* is a signed-in user in none of the three groups. The run detail shows each run's own

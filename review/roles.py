@@ -8,6 +8,12 @@
 
 ``roles_sync`` makes each group hold exactly these permissions, so roles are defined here, in
 code, and re-running it undoes hand edits.
+
+Tenants are a second dimension (``review.scope``, DESIGN.md section 6.6): a group that
+``roles_sync`` *creates* gets an all-tenants scope row when ``all_tenants_for_new_groups`` (the
+default: the demo, the tests and one-tenant installs keep working); ``manage.py ratchet_roles``
+passes False unless told otherwise, so a production install fails closed until people or groups
+are scoped. Scope rows of existing groups are never touched by a re-run.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from dataclasses import dataclass
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
+from review.models import DashboardScope
 from review.permissions import Perm
+from review.scope import scope_set
 from runtime.errors import RoleSetupError
 
 OPERATOR, REVIEWER, ADMIN = "operator", "reviewer", "admin"
@@ -38,8 +46,13 @@ ROLE_PERMS: dict[str, frozenset[Perm]] = {
 }
 
 
-def roles_sync() -> dict[str, list[str]]:
+def roles_sync(*, all_tenants_for_new_groups: bool = True) -> dict[str, list[str]]:
     """Create or update the three groups so each holds exactly its permissions.
+
+    Args:
+        all_tenants_for_new_groups: a group created by this call also gets an all-tenants
+            dashboard scope row (DESIGN.md section 6.6); existing groups keep whatever scope
+            they have.
 
     Returns:
         ``{group name: sorted "app_label.codename" permissions}`` as now stored.
@@ -59,7 +72,9 @@ def roles_sync() -> dict[str, list[str]]:
     result: dict[str, list[str]] = {}
     with transaction.atomic():
         for name, perms in ROLE_PERMS.items():
-            group, _ = Group.objects.get_or_create(name=name)
+            group, created = Group.objects.get_or_create(name=name)
+            if created and all_tenants_for_new_groups:
+                scope_set(group=group, all_tenants=True)
             wanted = [review_perms[p.codename] for p in perms]
             if name == ADMIN:
                 wanted += runtime_view
@@ -89,8 +104,9 @@ def demo_users_ensure(*, password: str | None = None) -> list[DemoLogin]:
             accounts get a random password each (returned once, never stored in clear) and
             existing ones are left unchanged.
 
-    The ``admin`` account is also ``is_staff`` so it can open the (read-only) Django admin. Call
-    :func:`roles_sync` first so the groups exist.
+    The ``admin`` account is also ``is_staff`` so it can open the (read-only) Django admin. Each
+    account without a dashboard scope row of its own gets one for all tenants (the demo shows
+    every tenant; DESIGN.md section 6.6). Call :func:`roles_sync` first so the groups exist.
     """
     from django.contrib.auth import get_user_model
 
@@ -108,5 +124,7 @@ def demo_users_ensure(*, password: str | None = None) -> list[DemoLogin]:
                 user.is_staff = True
             user.save()
             user.groups.add(Group.objects.get(name=role))
+            if not DashboardScope.objects.filter(user=user).exists():
+                scope_set(user=user, all_tenants=True)
             logins.append(DemoLogin(username=role, role=role, password=chosen))
     return logins

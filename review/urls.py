@@ -4,7 +4,7 @@ that is missing from it."""
 
 from django.urls import path
 
-from review import views, views_approvals, views_cases, views_tokens
+from review import views, views_approvals, views_cases, views_passkeys, views_tokens
 
 app_name = "review"
 urlpatterns = [
@@ -16,6 +16,7 @@ urlpatterns = [
     path("attachments/<str:digest>/", views.attachment_download, name="attachment"),
     path("trace/", views.trace_browser, name="trace"),
     path("health/", views.health, name="health"),
+    path("workers/", views.workers, name="workers"),
     path("approvals/", views_approvals.approvals, name="approvals"),
     path("approvals/<str:run_id>/approve/", views_approvals.approval_approve, name="approve"),
     path("approvals/<str:run_id>/refresh/", views_approvals.approval_refresh, name="refresh"),
@@ -23,4 +24,10 @@ urlpatterns = [
     path("cases/", views_cases.cases, name="cases"),
     path("cases/<str:case_id>/", views_cases.case_detail, name="case"),
     path("cases/<str:case_id>/decide/", views_cases.case_decide, name="decide"),
+    path("cases/<str:case_id>/passkey/options/", views_passkeys.passkey_decision_options,
+         name="decide-passkey-options"),
+    path("cases/<str:case_id>/passkey/", views_passkeys.passkey_decide, name="decide-passkey"),
+    path("passkeys/", views_passkeys.passkeys, name="passkeys"),
+    path("passkeys/options/", views_passkeys.passkey_register_options, name="passkey-options"),
+    path("passkeys/register/", views_passkeys.passkey_register, name="passkey-register"),
 ]

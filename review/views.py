@@ -9,6 +9,7 @@ GET only; the changes (sign-in, sign-out, and the operator and reviewer actions 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -27,13 +28,21 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from review.forms import RunFilterForm, TraceFilterForm
 from review.permissions import Perm, require_perm
-from review.queries.health import health_summary
+from review.queries.health import DEFAULT_RANGE, RANGES, health_summary
 from review.queries.live import POLL_SECONDS as LIVE_POLL_SECONDS
 from review.queries.live import TERMINAL_PHASES, nav_counts, run_token
 from review.queries.run_detail import attachment_find, checkpoint_committed, checkpoint_list
-from review.queries.runs import CANCELLABLE_PHASES, LIVE_PHASES, run_get
-from review.queries.runs_list import run_filter_choices, run_list
+from review.queries.runs import (
+    CANCELLABLE_PHASES,
+    LIVE_PHASES,
+    ScopedRunFilters,
+    run_choices_scoped,
+    run_get,
+)
+from review.queries.runs_list import DEFAULT_SORT, run_filter_choices, run_filters_extra, run_list
 from review.queries.trace import trace_event_types, trace_search, trace_timeline
+from review.queries.workers import workers_view
+from review.scope import scope_run_check, scope_sees_all
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
 from runtime.attachments import attachment_get
 from runtime.bundles import bundle_export
@@ -55,23 +64,26 @@ def fragment_requested(request: HttpRequest) -> bool:
 @require_perm(Perm.VIEW_RUNS)
 @require_safe
 def runs_list(request: HttpRequest) -> HttpResponse:
-    """Runs list: filter by phase, tenant, task; search by run id; keyset pages; new runs and
-    changed rows appear on their own (one poll every ``POLL_SECONDS`` while the tab is visible)."""
+    """Runs list: filter by phase, tenant, task, date range; search by run id or idempotency key
+    prefix; sortable columns (``?sort=``) with keyset pages; new runs and changed rows appear on
+    their own (one poll every ``POLL_SECONDS`` while the tab is visible)."""
     form = RunFilterForm(request.GET)
     polled = fragment_requested(request) and "since" in request.GET
-    counts = nav_counts()
-    runs = run_list(filters=form.filters(), cursor=request.GET.get("after", ""),
-                    since=request.GET["since"] if polled else None, extra=counts)
+    counts = nav_counts(user=request.user)
+    filters = dataclasses.replace(form.filters(), **run_filters_extra(request.GET))
+    runs = run_list(filters=ScopedRunFilters(filters, request.user), cursor=request.GET.get("after", ""),
+                    since=request.GET["since"] if polled else None, extra=counts,
+                    sort=request.GET.get("sort", DEFAULT_SORT))
     if runs is None:
         return HttpResponse(status=204)
     live = poll_context(request, token=runs.token)
-    context = {**(live or {}), "nav": counts, "form": form, "runs": runs}
+    context = {**(live or {}), "nav": counts, "form": form, "runs": runs, "filters": filters}
     if polled:
         context["announce"] = "Runs list updated."
         return render(request, "review/runs.html#live", context)
     if fragment_requested(request):
         return render(request, "review/runs.html#runs-table", context)
-    context["choices"] = run_filter_choices()
+    context["choices"] = run_choices_scoped(user=request.user, choices=run_filter_choices())
     return render(request, "review/runs.html", context)
 
 
@@ -84,11 +96,11 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     fragment's data is read.
     """
     try:
-        run = run_get(run_id=run_id)
+        run = run_get(run_id=run_id, user=request.user)
     except RunNotFoundError:
         raise Http404("no such run") from None
     polled = fragment_requested(request) and "since" in request.GET
-    counts = nav_counts()
+    counts = nav_counts(user=request.user)
     token = run_token(run, counts)
     if polled and request.GET["since"] == token:
         return HttpResponse(status=204)  # nothing on the page changed: htmx swaps nothing
@@ -105,6 +117,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         "can_cancel": request.user.has_perm(Perm.CANCEL_RUN.value),
         "can_approve": request.user.has_perm(Perm.APPROVE_ACTION.value),
         "can_decide": request.user.has_perm(Perm.DECIDE_CASE.value),
+        "scoped": not scope_sees_all(user=request.user),  # attachment links carry ?run=
     }
     partial = (
         RUN_DETAIL_PARTIALS.get(request.htmx.target or "") if fragment_requested(request) else None
@@ -169,7 +182,7 @@ def attachment_download(request: HttpRequest, digest: str) -> HttpResponse:
     Always a download (``Content-Disposition: attachment``) under a sandboxing CSP, so stored
     content can never run as a page of this origin.
     """
-    row = attachment_find(digest=digest)
+    row = attachment_find(digest=digest, user=request.user, run_id=request.GET.get("run", ""))
     if row is None:
         raise Http404("no such attachment")
     try:
@@ -201,6 +214,7 @@ def run_bundle(request: HttpRequest, run_id: str) -> HttpResponse:
     instead of a signed bundle.
     """
     try:
+        scope_run_check(user=request.user, run_id=run_id)
         bundle = bundle_export(run_id=run_id, exported_by=request.user.get_username())
     except RunNotFoundError:
         raise Http404("no such run") from None
@@ -224,7 +238,7 @@ def trace_browser(request: HttpRequest) -> HttpResponse:
     """Trace evidence across runs, filtered by run, event type and environment version (admin)."""
     form = TraceFilterForm(request.GET)
     filters = form.filters()
-    result = trace_search(filters=filters, before=request.GET.get("before", ""),
+    result = trace_search(user=request.user, filters=filters, before=request.GET.get("before", ""),
                           verify=request.GET.get("verify") == "chain")
     context = {"form": form, "filters": filters, "result": result}
     if fragment_requested(request):
@@ -236,8 +250,23 @@ def trace_browser(request: HttpRequest) -> HttpResponse:
 @require_perm(Perm.VIEW_RUNS)
 @require_safe
 def health(request: HttpRequest) -> HttpResponse:
-    """Recovery success rate, recovery duration, duplicate submissions and run counts."""
-    return render(request, "review/health.html", {"health": health_summary()})
+    """Rollout metrics from the counters, charts over ``?range=24h|7d`` and run counts."""
+    range_name = request.GET.get("range", DEFAULT_RANGE)
+    summary = health_summary(range_name=range_name, user=request.user)
+    return render(request, "review/health.html", {
+        "health": summary, "nav": nav_counts(user=request.user),
+        "ranges": list(RANGES), "range": summary.series.range_name,
+        "chart_json": json.dumps(summary.series.as_json(), separators=(",", ":")),
+        "can_view_workers": request.user.has_perm(Perm.CANCEL_RUN.value),
+    })
+
+
+@require_perm(Perm.CANCEL_RUN)
+@require_safe
+def workers(request: HttpRequest) -> HttpResponse:
+    """Live workers, the queues they consume and queue depths (operators: it names machines)."""
+    return render(request, "review/workers.html",
+                  {"view": workers_view(user=request.user), "nav": nav_counts(user=request.user)})
 
 
 # --- sign-in / sign-out ----------------------------------------------------------------------

@@ -23,6 +23,7 @@ from review.permissions import Perm, require_perm
 from review.queries.approvals import approvals_queue
 from review.queries.live import approvals_token, nav_counts
 from review.queries.runs import CANCELLABLE_PHASES, run_get
+from review.scope import scope_run_check, scope_sees_all
 from review.views import fragment_requested, poll_context
 from runtime import approvals as approval_service
 from runtime import engine as engine_service
@@ -70,13 +71,14 @@ def approvals(request: HttpRequest) -> HttpResponse:
     Paginated (``APPROVALS_PER_PAGE``); ``?run=ID`` shows one run. An htmx request for the
     ``#approvals`` target gets only the queue.
     """
-    counts = nav_counts()
-    token = approvals_token(counts)
+    counts = nav_counts(user=request.user)
+    token = approvals_token(counts, user=request.user)
     live = poll_context(request, token=token)
     if live is None:
         return HttpResponse(status=204)
     form = ApprovalsFilterForm(request.GET)
-    queue = approvals_queue(run=form.run_id(), page_number=request.GET.get("page"))
+    queue = approvals_queue(user=request.user, run=form.run_id(),
+                            page_number=request.GET.get("page"))
     context = {
         **live,
         "nav": counts,
@@ -85,6 +87,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
         "can_approve": request.user.has_perm(Perm.APPROVE_ACTION.value),
         "can_refresh": request.user.has_perm(Perm.REFRESH_APPROVAL.value),
         "can_deny": request.user.has_perm(Perm.DENY_ACTION.value),
+        "scoped": not scope_sees_all(user=request.user),  # attachment links carry ?run=
     }
     if live["announce"]:
         waiting = counts.approvals_label
@@ -95,7 +98,17 @@ def approvals(request: HttpRequest) -> HttpResponse:
     return render(request, "review/approvals.html", context)
 
 
+def _in_scope(request: HttpRequest, run_id: str) -> None:
+    """404 for a run outside the user's tenants, exactly as for one that does not exist
+    (DESIGN.md section 6.6), before anything about the run is read or said."""
+    try:
+        scope_run_check(user=request.user, run_id=run_id)
+    except RunNotFoundError:
+        raise Http404("no such run") from None
+
+
 def _grant(request: HttpRequest, run_id: str, *, refresh: bool) -> HttpResponse:
+    _in_scope(request, run_id)
     form = ApprovalForm(request.POST)
     if not form.is_valid():
         messages.error(request, form.errors["environment_fingerprint"][0])
@@ -194,6 +207,7 @@ def approval_refresh(request: HttpRequest, run_id: str) -> HttpResponse:
 def approval_deny(request: HttpRequest, run_id: str) -> HttpResponse:
     """Deny the pending write with a reason (``approval_deny``): it never runs and the run ends
     failed; if it had already committed, the runtime reconciles it and refuses the denial."""
+    _in_scope(request, run_id)
     form = DenyForm(request.POST)
     if not form.is_valid():
         messages.error(
@@ -234,7 +248,7 @@ def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     driving it, which settles any pending write by its receipt first; a run frozen for an approval
     or a review is cancelled at once, keeping its evidence."""
     try:
-        run = run_get(run_id=run_id)
+        run = run_get(run_id=run_id, user=request.user)
     except RunNotFoundError:
         raise Http404("no such run") from None
     if run.phase not in CANCELLABLE_PHASES:

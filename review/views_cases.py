@@ -11,9 +11,11 @@ frozen and records the refusal in the trace; the page says so (DESIGN.md section
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -25,13 +27,16 @@ from kombu.exceptions import OperationalError as BrokerUnavailableError
 from pydantic import ValidationError
 
 from review.forms import CaseFilterForm, DecisionForm, binding_token
+from review.passkeys import passkey_list
 from review.permissions import Perm, require_perm
 from review.queries.cases import case_counts, case_get, case_list
 from review.queries.conflict_evidence import conflict_evidence
 from review.queries.live import cases_token, nav_counts
+from review.scope import scope_case_check
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
 from review.views import fragment_requested, poll_context
 from runtime import reviews as review_service
+from runtime.core.checkpoint import SignedDecision
 from runtime.errors import LeaseError, LeaseHeldError, RatchetError, ReviewCaseNotFoundError
 
 
@@ -46,22 +51,24 @@ def _see_other(url: str) -> HttpResponseRedirect:
 def cases(request: HttpRequest) -> HttpResponse:
     """Review cases, open ones first; filter by status; paginated (``CASES_PER_PAGE``)."""
     form = CaseFilterForm(request.GET)
-    counts = nav_counts()
-    live = poll_context(request, token=cases_token(counts, status=form.status_value()))
+    counts = nav_counts(user=request.user)
+    live = poll_context(request, token=cases_token(counts, user=request.user,
+                                                   status=form.status_value()))
     if live is None:
         return HttpResponse(status=204)
     context = {
         **live,
         "nav": counts,
         "form": form,
-        "page": case_list(status=form.status_value(), page_number=request.GET.get("page")),
+        "page": case_list(user=request.user, status=form.status_value(),
+                          page_number=request.GET.get("page")),
     }
     if live["announce"]:
         context["announce"] = f"Review cases updated: {counts.cases_label} open."
         return render(request, "review/cases.html#live", context)
     if fragment_requested(request):
         return render(request, "review/cases.html#cases-table", context)
-    context["counts"] = case_counts()
+    context["counts"] = case_counts(user=request.user)
     return render(request, "review/cases.html", context)
 
 
@@ -74,6 +81,7 @@ def _case_page(
     lockout: Any = None,
 ) -> HttpResponse:
     try:
+        scope_case_check(user=request.user, case_id=case_id)  # DESIGN.md section 6.6
         detail = case_get(case_id=case_id)
     except ReviewCaseNotFoundError:
         raise Http404("no such review case") from None
@@ -90,6 +98,8 @@ def _case_page(
         "lockout": lockout,
         "binding_token": token,
         "can_decide": detail.binding is not None,
+        "password_fallback": settings.RATCHET_REVIEW_PASSWORD_FALLBACK,
+        "passkeys": passkey_list(reviewer=request.user.get_username()),
     }
     response = render(request, "review/case_detail.html", context, status=status)
     if lockout is not None:
@@ -115,6 +125,17 @@ def case_decide(request: HttpRequest, case_id: str) -> HttpResponse:
     password prompt cannot be used to guess it; 429 while locked), otherwise 303 to the case page
     with the outcome: applied, or refused with the runtime's reason and the run still frozen.
     """
+    try:
+        scope_case_check(user=request.user, case_id=case_id)  # DESIGN.md section 6.6
+    except ReviewCaseNotFoundError:
+        raise Http404("no such review case") from None
+    if not settings.RATCHET_REVIEW_PASSWORD_FALLBACK:
+        messages.error(
+            request,
+            "Signing with a password is turned off here (RATCHET_REVIEW_PASSWORD_FALLBACK=0): "
+            "sign with your passkey. Nothing was signed.",
+        )
+        return _see_other(reverse("review:case", args=[case_id]))
     form = DecisionForm(request.POST, case_id=case_id)
     username = request.user.get_username()
     ip = request.META.get("REMOTE_ADDR", "")
@@ -130,14 +151,37 @@ def case_decide(request: HttpRequest, case_id: str) -> HttpResponse:
             request, case_id, form=form, status=429 if lockout else 400, lockout=lockout
         )
     login_success_record(username=username)
-    decision = form.cleaned_data["decision"]
-    try:
-        signed = review_service.decision_sign_for(
+    return decision_apply(
+        request,
+        case_id,
+        form=form,
+        sign=lambda: review_service.decision_sign_for(
             case_id=case_id,
             reviewer=username,
-            decision=decision,
+            decision=form.cleaned_data["decision"],
             binding=form.cleaned_data["binding"],
-        )
+        ),
+    )
+
+
+def decision_apply(
+    request: HttpRequest,
+    case_id: str,
+    *,
+    sign: Callable[[], SignedDecision],
+    form: DecisionForm | None = None,
+) -> HttpResponse:
+    """Sign (``sign()``) and apply a decision as the signed-in reviewer; answer 303 to the case
+    page with the outcome as a message (the password form and the passkey ceremony share it;
+    DESIGN.md section 6.9). ``form``: re-shown with the error on a malformed binding.
+
+    Raises:
+        Http404: unknown case.
+    """
+    username = request.user.get_username()
+    try:
+        scope_case_check(user=request.user, case_id=case_id)  # DESIGN.md section 6.6
+        signed = sign()
         # One lease holder per request, not per reviewer: two tabs of the same reviewer must
         # not both "hold" the run's lease (the second would silently fence off the first).
         outcome = review_service.case_decide(
@@ -146,6 +190,9 @@ def case_decide(request: HttpRequest, case_id: str) -> HttpResponse:
     except ReviewCaseNotFoundError:
         raise Http404("no such review case") from None
     except ValidationError:
+        if form is None:
+            messages.error(request, "The decision binding is not valid; reload the case.")
+            return _see_other(reverse("review:case", args=[case_id]))
         form.add_error(
             None, "The binding on the page is not a valid decision binding; reload the case."
         )
@@ -179,10 +226,11 @@ def case_decide(request: HttpRequest, case_id: str) -> HttpResponse:
         messages.success(
             request,
             format_html(
-                '{} signed by {} and applied{}: run <a href="{}">{}</a> is now '
+                '{} signed by {}{} and applied{}: run <a href="{}">{}</a> is now '
                 "<strong>{}</strong>.",
                 outcome.decision.capitalize(),
                 username,
+                " with a passkey" if getattr(signed, "passkey", None) is not None else "",
                 " (it had already been applied)" if outcome.already_applied else "",
                 reverse("review:run", args=[outcome.run_id]),
                 outcome.run_id,

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from review.permissions import Perm, require_perm
+from review.scope import scope_filter
 from runtime.gateway.tokens import token_revoke, tokens_for_run
 from runtime.models import Run
 
@@ -24,7 +25,7 @@ from runtime.models import Run
 @require_http_methods(["GET", "HEAD", "POST"])
 def run_tokens(request: HttpRequest, run_id: str) -> HttpResponse:
     """The run's gateway tokens; a POST with ``token_id`` revokes that token (303 back here)."""
-    if not Run.objects.filter(run_id=run_id).exists():
+    if not scope_filter(user=request.user, queryset=Run.objects.filter(run_id=run_id)).exists():
         raise Http404("no such run")
     if request.method == "POST":
         token_id = str(request.POST.get("token_id", ""))[:32]

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db.models import Sum
 from django.utils import timezone
 
+from runtime.combinations import combination_canaries_check
 from runtime.core.canonical import canonical_json
 from runtime.core.signing import Signature, TrustRoot
 from runtime.errors import AdmissionClosedError, ConfigurationError
@@ -157,7 +158,11 @@ def admission_check(*, tenant_id: str, task_id: str) -> None:
 
     Raises:
         AdmissionClosedError: names the metric, its value, the threshold and the window.
+
+    First, a canary combination of the scope whose runs produced a duplicate submission is
+    rolled back (DESIGN.md section 8.4), so a re-opened scope does not send it new runs again.
     """
+    combination_canaries_check(tenant_id=tenant_id, task_id=task_id)
     state = admission_state(tenant_id=tenant_id, task_id=task_id)
     if not state.open:
         raise AdmissionClosedError(

@@ -27,6 +27,7 @@ from runtime.core.evidence import (
     state_evidence_findings,
 )
 from runtime.core.ledger import state_ledger
+from runtime.core.passkey_evidence import state_passkey_findings
 from runtime.core.signing import TrustRoot
 from runtime.db_clock import db_now
 from runtime.errors import BadSignatureError
@@ -41,7 +42,8 @@ def evidence_findings(state: RunState) -> list[str]:
         KeyringError: the approval or reviewer public keys are not configured.
     """
     return state_evidence_findings(state, approval=keyring_for(TrustRoot.APPROVAL),
-                                   reviewer=keyring_for(TrustRoot.REVIEWER), reviewer_names=reviewer_names())
+                                   reviewer=keyring_for(TrustRoot.REVIEWER),
+                                   reviewer_names=reviewer_names()) + state_passkey_findings(state)
 
 
 def evidence_verify(state: RunState) -> None:

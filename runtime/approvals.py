@@ -28,8 +28,8 @@ from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import PendingAction, Phase, Receipt, StopReason
 from runtime.core.evidence import approval_sign, approval_ttl_check
 from runtime.core.signing import TrustRoot
-from runtime.db_clock import db_now
 from runtime.core.statemachine import Event, transition
+from runtime.db_clock import db_now
 from runtime.engine.settle import receipt_settle
 from runtime.errors import ApprovalRefusedError, RatchetError
 from runtime.keys import signer_for

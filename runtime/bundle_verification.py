@@ -30,7 +30,6 @@ from runtime.bundles import BUNDLE_PURPOSE, bundle_signed_message
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import SCHEMA_VERSION, ApprovalEvidence, LedgerHead, Receipt, SignedDecision
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
-from runtime.core.nesting import EMBEDDING_NESTING_DEPTH, json_loads_bounded
 from runtime.core.evidence import (
     approval_verify,
     decision_verify,
@@ -39,6 +38,8 @@ from runtime.core.evidence import (
 )
 from runtime.core.invariants import check_invariants
 from runtime.core.ledger import LedgerEntry, LedgerKind, ledger_chain_check
+from runtime.core.nesting import EMBEDDING_NESTING_DEPTH, json_loads_bounded
+from runtime.core.passkey_evidence import state_passkey_findings
 from runtime.core.signing import Keyring, Signature, TrustRoot
 from runtime.errors import BundleFormatError, LedgerChainError, RatchetError, WrongTrustRootError
 from runtime.keys import keyring_for, public_keys_load, reviewer_names
@@ -184,6 +185,7 @@ def _check_checkpoints(
         findings += [f"{where}: {f}" for f in state_evidence_findings(
             envelope.payload, approval=trust.approval, reviewer=trust.reviewer,
             reviewer_names=trust.reviewer_names)]
+        findings += [f"{where}: {f}" for f in state_passkey_findings(envelope.payload)]
         if envelope.run_id != run.get("run_id") or envelope.generation != entry.get("generation"):
             findings.append(
                 f"{where}: envelope belongs to run {envelope.run_id} generation "

@@ -14,7 +14,9 @@ the trace rows), then, with the HWM on the default database, ONE transaction:
 6. the trace rows (one multi-row INSERT); COMMIT is the commit point (``checkpoint.after_commit``).
 
 A crash anywhere before COMMIT leaves nothing of ``g+1``. The statements are Django query-API
-calls, each already one SQL statement; no hand-written SQL is needed on this path.
+calls, each already one SQL statement; no hand-written SQL is needed on this path. The two
+UPDATEs (steps 1 and 5) are compiled by the ORM once per process and then only refilled
+(``runtime.compiled_updates``): the same statements, without rebuilding them every commit.
 
 **HWM in its own database** (``RATCHET_HWM_DATABASE_URL``): three transactions -- (a) under the
 fenced row lock, drop uncovered ledger orphans, insert the ledger and checkpoint rows, commit;

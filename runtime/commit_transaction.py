@@ -9,16 +9,17 @@ concept: that one is the protocol's services and restore, this one its write pat
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, router, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Now
 
 from runtime.checkpoint_checks import run_identity_check, run_load
+from runtime.compiled_updates import UpdateBuilder, compiled_update
 from runtime.core.checkpoint import LedgerHead
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.envelope import CheckpointEnvelope
@@ -105,6 +106,10 @@ class CommitPlan:
     within: tuple[Callable[[], None], ...]
 
 
+_IDENTITY_COLUMNS = ("tenant_id", "task_id", "environment_instance_id", "task_version",
+                     "policy_id", "policy_version", "scenario_fingerprint")
+
+
 def _identity_filter(envelope: CheckpointEnvelope) -> dict[str, str]:
     """The run row columns the envelope must match (``run_identity_check``), as a WHERE clause,
     so the fence UPDATE checks them without a separate SELECT."""
@@ -114,6 +119,34 @@ def _identity_filter(envelope: CheckpointEnvelope) -> dict[str, str]:
             "task_version": ident.task_version, "policy_id": ident.policy_id,
             "policy_version": ident.policy_version,
             "scenario_fingerprint": ident.scenario_fingerprint}
+
+
+def _fence_changes(renew_seconds: float | None, *, phase: str, stop_reason: str,
+                   generation: int) -> dict[str, Any]:
+    """The SET clause of the fence UPDATE besides the trace head."""
+    changes: dict[str, Any] = {
+        "state_version": F("state_version") + 1, "phase": phase, "stop_reason": stop_reason,
+        "generation": generation, "updated_at": Now()}
+    if renew_seconds is not None:
+        changes["lease_expires_at"] = ExpressionWrapper(
+            Now() + timedelta(seconds=renew_seconds), output_field=DateTimeField())
+    return changes
+
+
+def _fence_update(lease: Lease, renew_seconds: float | None) -> UpdateBuilder:
+    """The hot-path fence UPDATE written with the query API, from its varying values (compiled
+    once per shape by ``runtime.compiled_updates``)."""
+    def build(s: Mapping[str, Any]) -> tuple[QuerySet[Any], dict[str, Any]]:
+        held = held_by(replace(lease, run_id=s["run_id"], worker=s["worker"],
+                               lease_version=s["lease_version"]))
+        queryset = Run.objects.filter(
+            held, state_version=s["state_version"], trace_seq=s["seq"], trace_head=s["head"],
+            **{k: s[k] for k in _IDENTITY_COLUMNS})
+        return queryset, {"trace_seq": s["new_seq"], "trace_head": s["new_head"],
+                          **_fence_changes(renew_seconds, phase=s["phase"],
+                                           stop_reason=s["stop_reason"],
+                                           generation=s["generation"])}
+    return build
 
 
 def _fence(plan: CommitPlan) -> list[TraceEvent]:
@@ -129,24 +162,26 @@ def _fence(plan: CommitPlan) -> list[TraceEvent]:
     run_id = lease.run_id
     seq, head = trace_head_hint(run_id) or (None, "")
     payload = envelope.payload
-    changes: dict[str, Any] = {
-        "state_version": F("state_version") + 1, "phase": payload.phase.value,
-        "stop_reason": payload.stop_reason.value if payload.stop_reason else "",
-        "generation": envelope.generation, "updated_at": Now()}
-    if plan.renew_seconds is not None:
-        if not plan.renew_seconds > 0:
-            raise ValueError("renew_seconds must be > 0")
-        changes["lease_expires_at"] = ExpressionWrapper(
-            Now() + timedelta(seconds=plan.renew_seconds), output_field=DateTimeField())
-    fence = Run.objects.filter(held_by(lease), state_version=lease.state_version,
-                               **_identity_filter(envelope))
+    if plan.renew_seconds is not None and not plan.renew_seconds > 0:
+        raise ValueError("renew_seconds must be > 0")
     if seq is not None:
         rows, new_seq, new_head = trace_rows_build(run_id=run_id, seq=seq, head=head, events=events,
                                                    environment_version=env_version)
-        if fence.filter(trace_seq=seq, trace_head=head).update(
-                trace_seq=new_seq, trace_head=new_head, **changes) == 1:
+        slots = {"run_id": run_id, "worker": lease.worker, "lease_version": lease.lease_version,
+                 "state_version": lease.state_version, **_identity_filter(envelope),
+                 "seq": seq, "head": head, "new_seq": new_seq, "new_head": new_head,
+                 "phase": payload.phase.value,
+                 "stop_reason": payload.stop_reason.value if payload.stop_reason else "",
+                 "generation": envelope.generation}
+        if compiled_update(alias=router.db_for_write(Run), shape=("fence", plan.renew_seconds),
+                           build=_fence_update(lease, plan.renew_seconds), slots=slots) == 1:
             trace_head_remember(run_id, new_seq, new_head)
             return rows
+    changes = _fence_changes(plan.renew_seconds, phase=payload.phase.value,
+                             stop_reason=payload.stop_reason.value if payload.stop_reason else "",
+                             generation=envelope.generation)
+    fence = Run.objects.filter(held_by(lease), state_version=lease.state_version,
+                               **_identity_filter(envelope))
     current = (Run.objects.select_for_update().filter(run_id=run_id)
                .values("trace_seq", "trace_head").first())
     if current is None:

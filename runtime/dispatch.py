@@ -5,13 +5,20 @@ create one call :func:`run_enqueue`. The message is sent by the task's registere
 the project's Celery app, so the services need not import the task module (which imports the
 engine that drives the run): ``runtime.tasks`` defines ``ratchet.advance_run``, this module only
 addresses it. Messages carry only ids (DESIGN.md section 4).
+
+Routing by combination (DESIGN.md section 8.4): a run pinned to an ``active`` combination, or to
+none, goes to the default queue (the fleet's workers); a run pinned to any other combination
+(canary, retired, rolled back) goes to that combination's own queue ``ratchet.c.<12 hex>``,
+consumed only by workers started with ``manage.py worker --combinations ID``.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
 from runtime.celery import app
+from runtime.combinations import combination_of_run, combination_queue
 
 ADVANCE_RUN_TASK = "ratchet.advance_run"
 """The registered name of the task that drives a run (``runtime.tasks.advance_run``)."""
@@ -33,6 +40,22 @@ def run_enqueue(*, run_id: str) -> None:
     """
 
     def publish_advance_run() -> None:
-        app.send_task(ADVANCE_RUN_TASK, args=(run_id,), ignore_result=True)
+        app.send_task(ADVANCE_RUN_TASK, args=(run_id,), ignore_result=True, **run_route(run_id=run_id))
 
     transaction.on_commit(publish_advance_run, robust=True)
+
+
+def run_queue(*, run_id: str) -> str:
+    """The Celery queue for ``run_id``'s messages (DESIGN.md section 8.4): the default queue for
+    runs of an active combination (or of none), else the combination's own queue."""
+    combination = combination_of_run(run_id=run_id)
+    if combination is None or combination.state == "active":
+        return settings.CELERY_TASK_DEFAULT_QUEUE
+    return combination_queue(combination.combination_id)
+
+
+def run_route(*, run_id: str) -> dict[str, str]:
+    """Celery publish options for ``run_id``'s messages: ``{}`` for the default queue (the task's
+    own routing applies), else ``{"queue": "ratchet.c.<12 hex>"}`` (DESIGN.md section 8.4)."""
+    queue = run_queue(run_id=run_id)
+    return {} if queue == settings.CELERY_TASK_DEFAULT_QUEUE else {"queue": queue}

@@ -249,6 +249,12 @@ class GatewayPolicyRefusedError(GatewayError):
     hint = "an operator can start a run whose policy allows it; nothing was recorded or executed"
 
 
+class GatewayTokenScopeInvalidError(GatewayError):
+    code, status = "token_scope_invalid", 400
+    default_message = "a per-agent token needs either a list of runs or a task, not both or neither"
+    hint = "issue it with --run RUN_ID (repeatable) or with --task TASK_ID; nothing was issued"
+
+
 class GatewayCallConflictError(GatewayError):
     code, status = "call_conflict", 409
     default_message = "this call id was already used with other arguments"
@@ -942,3 +948,51 @@ class VerifierWorkdirError(VerifierCommandError):
     default_message = "the verifier's working directory is not allowed"
     hint = ("use a directory inside the environment target (verifier.workdir, relative) or list "
             "it in verifier.allowed_workdirs")
+
+
+# --- version combinations and regression fixtures (DESIGN.md sections 8.4 and 8.5) ---------
+
+
+class CodeDigestMismatchError(PluginVersionMismatchError):
+    """A worker's plug-in code (source digest) differs from the code the run was pinned to, with
+    the same entry and version: the worker refuses to advance the run instead of executing it
+    under different code (DESIGN.md section 8.4). Context: ``run_id``, ``role``."""
+
+    default_message = "this worker's plug-in code differs from the run's pinned combination"
+    hint = ("resume the run on a worker of its pinned combination (`manage.py worker --combinations ID`); "
+            "a retry on this worker does not help")
+
+
+class CombinationError(RatchetError):
+    """A version combination service refused (DESIGN.md section 8.4). Context:
+    ``combination_id`` (a digest, never a key)."""
+
+    default_message = "version combination error"
+    hint = "`manage.py combinations show ID` lists its state and history"
+
+
+class CombinationNotFoundError(CombinationError):
+    """No registered combination has this id (or id prefix)."""
+
+    default_message = "no such version combination"
+    hint = "`manage.py combinations list` shows the registered ones"
+
+
+class CombinationStateError(CombinationError):
+    """The combination is not in a state that allows this change (e.g. promoting a retired one,
+    promoting a canary whose metrics do not hold or that has no passing regress record)."""
+
+    default_message = "the combination cannot change state this way"
+    hint = ("the message names the rule; run `manage.py regress ID` or wait for more canary runs, "
+            "then promote again")
+
+
+class PasskeyError(RatchetError):
+    """A reviewer's passkey ceremony failed: registration or a decision assertion did not verify
+    (wrong origin or relying party, another challenge, an unknown credential, a sign count that
+    did not go up, no user verification) or expired from the session (DESIGN.md section 6.9).
+    Context: ``reviewer``, ``case_id``; never key material."""
+
+    default_message = "the passkey did not verify"
+    hint = ("reload the page and try again with a passkey registered to you (Passkeys page); a "
+            "sign count that went down means a cloned authenticator: remove that passkey")

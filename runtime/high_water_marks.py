@@ -12,7 +12,9 @@ Every access fails closed: a missing row, table or database is a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import (
     DEFAULT_DB_ALIAS,
@@ -21,8 +23,10 @@ from django.db import (
     ProgrammingError,
     transaction,
 )
+from django.db.models import QuerySet
 from django.db.models.functions import Now
 
+from runtime.compiled_updates import compiled_update
 from runtime.errors import HighWaterMarkMissingError, RunExistsError, StaleGenerationError
 from runtime.models import HighWaterMark, Run
 from runtime.routers import hwm_alias
@@ -102,14 +106,21 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
         HighWaterMarkMissingError: the HWM row, table or database is missing; nothing committed.
     """
     alias = hwm_alias()
-    scope = HighWaterMark.objects.using(alias).filter(**_hwm_scope(run))
+
+    def build(s: Mapping[str, Any]) -> tuple[QuerySet[Any], dict[str, Any]]:
+        queryset = HighWaterMark.objects.using(alias).filter(
+            task_id=s["task_id"], run_id=s["run_id"],
+            environment_instance_id=s["environment_instance_id"], generation=s["expected"])
+        return queryset, {"generation": s["generation"], "checkpoint_digest": s["digest"],
+                          "updated_at": Now()}
 
     def cas() -> None:
-        updated = scope.filter(generation=expected).update(
-            generation=generation, checkpoint_digest=digest, updated_at=Now()
-        )
+        # Compiled once per process (runtime.compiled_updates): the same statement every commit.
+        updated = compiled_update(alias=alias, shape=("hwm_cas",), build=build, slots={
+            **_hwm_scope(run), "expected": expected, "generation": generation, "digest": digest})
         if updated == 1:
             return
+        scope = HighWaterMark.objects.using(alias).filter(**_hwm_scope(run))
         current = scope.values_list("generation", flat=True).first()
         if current is None:
             raise HighWaterMarkMissingError(run_id=run.run_id, generation=generation)

@@ -14,6 +14,9 @@
 
 State changes go through the services (``checkpoints``, ``leases``, ``trace``, ``attachments``);
 append-only models refuse updates and deletes at the model layer too.
+
+Over 400 lines: Django finds an app's models in one module, and a models module split across
+files would import ``Run`` back from here (an import circle).
 """
 
 from __future__ import annotations
@@ -380,14 +383,20 @@ class AdmissionDecision(AppendOnly):
 
 class GatewayToken(models.Model):
     """An agent's token for the gateway (DESIGN.md section 5.12): scoped to one tenant and one
-    run, optionally to some of its actions; stored as a digest only, revocable, rate limited by
-    a fixed-window counter on this row. Service: ``runtime.gateway.tokens``."""
+    run (``run``) or, a per-agent token, to several runs of that tenant (``run_ids``, or every
+    run of ``task_id``), optionally to some actions; stored as a digest only, revocable, rate
+    limited by a fixed-window counter on this row. Service: ``runtime.gateway.tokens``."""
 
     token_id = models.CharField(max_length=32, primary_key=True)
     """Public handle shown in the dashboard and in errors; the secret is never stored."""
     secret_digest = models.CharField(max_length=71)
     tenant_id = models.CharField(max_length=200)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="gateway_tokens")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="gateway_tokens", null=True, blank=True)
+    """The one run of a per-run token; empty for a per-agent token."""
+    run_ids = models.JSONField(default=list, blank=True)
+    """A per-agent token's runs (all of ``tenant_id``)."""
+    task_id = models.CharField(max_length=200, blank=True, default="")
+    """A per-agent token for every run of this task in ``tenant_id``."""
     agent = models.CharField(max_length=200, blank=True, default="")
     actions = models.JSONField(default=list, blank=True)
     """Action kinds the token may call; empty: every kind the run's policy allows."""
@@ -397,4 +406,57 @@ class GatewayToken(models.Model):
     window_calls = models.IntegerField(default=0)
 
     def __str__(self) -> str:
-        return f"gateway token {self.token_id} (run {self.run_id})"
+        return f"gateway token {self.token_id} (run {self.run_id or 'several'})"
+
+
+class Combination(models.Model):
+    """A deployable version combination (DESIGN.md section 8.4): the digest of its pinned fields
+    is its id; ``state`` is canary, active, retired or rolled_back; ``share`` is the fraction of
+    new runs (0..1) it receives while a canary. Service: ``runtime.combinations``."""
+
+    combination_id = models.CharField(max_length=71, primary_key=True)
+    fields = models.JSONField()
+    """model, prompt, rules, tool_schema, inputs (data fingerprints), code_version, plugins."""
+    state = models.CharField(max_length=16, default="canary")
+    share = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(db_default=Now())
+    changed_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"combination {self.combination_id[:19]} ({self.state})"
+
+
+class CombinationEvent(AppendOnly):
+    """One entry of a combination's append-only history: who changed what, when and why."""
+
+    combination = models.ForeignKey(Combination, on_delete=models.PROTECT, related_name="history")
+    kind = models.CharField(max_length=64)
+    actor = models.CharField(max_length=200)
+    reason = models.TextField(blank=True, default="")
+    payload = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.actor}"
+
+
+class CombinationRun(models.Model):
+    """Which combination a run was assigned at start (DESIGN.md section 8.4)."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="combination_pin")
+    combination = models.ForeignKey(Combination, on_delete=models.PROTECT, related_name="runs")
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} on {self.combination_id[:19]}"
+
+
+class RegressRecord(AppendOnly):
+    """The result of one ``manage.py regress COMBINATION`` (DESIGN.md section 8.5)."""
+
+    combination = models.ForeignKey(Combination, on_delete=models.PROTECT, related_name="regress_records")
+    passed = models.BooleanField()
+    results = models.JSONField()
+    at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"regress of {self.combination_id[:19]}: {'pass' if self.passed else 'fail'}"

@@ -149,16 +149,25 @@ def plugin_cache_clear() -> None:
     """Forget the entry points read so far (after installing a package in this process)."""
     _entry_points.cache_clear()
     _module_distributions.cache_clear()
+    _version_of.cache_clear()
+
+
+@functools.lru_cache(maxsize=256)
+def _version_of(distribution: str) -> str | None:
+    # Cached per process: the version pinned for a run must describe the code this process has
+    # imported, which an upgrade on disk does not change either (and the lookup re-reads
+    # package metadata, a cost paid on every run session otherwise).
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _distribution_of(module: str) -> tuple[str | None, str | None]:
     names = _module_distributions().get(module.split(".")[0]) or []
     if not names:
         return None, None
-    try:
-        return names[0], importlib.metadata.version(names[0])
-    except importlib.metadata.PackageNotFoundError:
-        return names[0], None
+    return names[0], _version_of(names[0])
 
 
 def _import(group: str, name: str, entry: str) -> Any:
@@ -206,7 +215,7 @@ def plugin_load(*, group: str, name: str, entry: str | None = None) -> LoadedPlu
         ref = ep.value
         dist = ep.dist
         distribution = dist.name if dist is not None else None
-        version = dist.version if dist is not None else None
+        version = _version_of(dist.name) if dist is not None else None
     obj = _import(group, name, ref)
     options_model = getattr(obj, "Options", None)
     if not (isinstance(options_model, type) and issubclass(options_model, BaseModel)) or not callable(obj):

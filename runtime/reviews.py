@@ -49,6 +49,7 @@ from runtime.core.evidence import (
     reviewer_name_problem,
 )
 from runtime.core.ledger import state_ledger
+from runtime.core.passkey_evidence import passkey_problem
 from runtime.core.signing import Keyring, TrustRoot
 from runtime.core.statemachine import Event, transition
 from runtime.db_clock import db_now
@@ -197,6 +198,9 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
             return refuse(f"unknown signer: key id {decision.key_id} is not in the reviewer trust root")
         except BadSignatureError:
             return refuse("tampered decision: the signature does not verify")
+        passkey = passkey_problem(decision)
+        if passkey:
+            return refuse(f"passkey evidence: {passkey}")
         misnamed = reviewer_name_problem(decision, reviewer_names())
         if misnamed:
             return refuse(f"wrong reviewer: {misnamed}")

@@ -252,6 +252,12 @@ RATCHET_APPROVAL_SECONDS = _seconds("RATCHET_APPROVAL_SECONDS", 3600.0)
 # usable after it was signed; both judged by the database clock (DESIGN.md sections 4.7, 6.2, 6.3).
 RATCHET_APPROVAL_MAX_SECONDS = _seconds("RATCHET_APPROVAL_MAX_SECONDS", 86400.0)
 RATCHET_DECISION_SECONDS = _seconds("RATCHET_DECISION_SECONDS", 3600.0)
+# Reviewers' passkeys (DESIGN.md section 6.9): the WebAuthn origin and relying-party id (empty:
+# the dashboard's own origin and host as the browser reaches it), and whether the password
+# re-entry stays available as a fallback for signing decisions.
+RATCHET_PASSKEY_ORIGIN = env.str("RATCHET_PASSKEY_ORIGIN", default="")
+RATCHET_PASSKEY_RP_ID = env.str("RATCHET_PASSKEY_RP_ID", default="")
+RATCHET_REVIEW_PASSWORD_FALLBACK = _typed("RATCHET_REVIEW_PASSWORD_FALLBACK", env.bool, True)
 RATCHET_WORKER_ID = env.str("RATCHET_WORKER_ID", default="")
 # The agent gateway (DESIGN.md section 5.12): calls per token per window, the largest call in
 # bytes, how long a call waits for the run's lease, and the dashboard's address for its links.
@@ -271,6 +277,8 @@ RATCHET_ADMISSION_MIN_RECOVERIES = _positive_int("RATCHET_ADMISSION_MIN_RECOVERI
 RATCHET_ADMISSION_MAX_P95_SECONDS = _seconds("RATCHET_ADMISSION_MAX_P95_SECONDS", 60.0)
 RATCHET_ADMISSION_MAX_DUPLICATES = _typed("RATCHET_ADMISSION_MAX_DUPLICATES", env.int, 0)
 RATCHET_ADMISSION_THRESHOLDS = env.str("RATCHET_ADMISSION_THRESHOLDS", default="")
+# Version combinations (DESIGN.md section 8.4): completed canary runs a promotion needs.
+RATCHET_CANARY_MIN_RUNS = _positive_int("RATCHET_CANARY_MIN_RUNS", 5)
 
 # --- Celery ----------------------------------------------------------------------------------
 # Embedded default: `manage.py worker` runs one worker with the sweeper (beat) inside it, on a

@@ -43,12 +43,14 @@ from django.db import InterfaceError
 from django.db import OperationalError as DatabaseOperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
-from runtime.dispatch import ADVANCE_RUN_TASK
+from runtime.combinations import combination_refusal_trace
+from runtime.dispatch import ADVANCE_RUN_TASK, run_route
 from runtime.engine import run_advance
 from runtime.errors import (
     CheckpointError,
     LeaseHeldError,
     LeaseLostError,
+    PluginVersionMismatchError,
     RatchetError,
     SigningError,
     StaleGenerationError,
@@ -151,6 +153,12 @@ def advance_run_once(*, run_id: str, generation: int | None, worker: str) -> str
         log.warning("advance_run: run %s was taken over while %s drove it; stopping: %s",
                     run_id, worker, exc)
         return "superseded"
+    except PluginVersionMismatchError as exc:
+        # This worker runs other code than the run's pinned combination (DESIGN.md section 8.4):
+        # it refuses to advance rather than execute under different code.
+        log.error("advance_run: run %s is pinned to other code than %s runs; refusing: %s", run_id, worker, exc)
+        combination_refusal_trace(run_id=run_id, worker=worker, error=exc)
+        return "wrong-combination"
     except (CheckpointError, SigningError) as exc:
         log.error("advance_run: run %s cannot be restored and needs a human (not retried): %s",
                   run_id, exc)
@@ -175,7 +183,8 @@ def advance_run_once(*, run_id: str, generation: int | None, worker: str) -> str
 
 
 def _enqueue(run_id: str, generation: int | None) -> None:
-    advance_run.apply_async_on_commit(args=(run_id, generation))
+    # Routed to the queue of the run's combination (DESIGN.md section 8.4).
+    advance_run.apply_async_on_commit(args=(run_id, generation), **run_route(run_id=run_id))
 
 
 ADVANCE_RUNS_TASK = "ratchet.advance_runs"
@@ -214,7 +223,12 @@ def advance_runs(self: Task, runs: list[list[str | int]]) -> dict[str, int]:
 
 
 def _enqueue_batch(runs: list[tuple[str, int]]) -> None:
-    advance_runs.apply_async_on_commit(args=([list(pair) for pair in runs],))
+    # One batch per combination queue: a worker only gets runs of combinations it runs.
+    by_queue: dict[str, list[list[str | int]]] = {}
+    for run_id, generation in runs:
+        by_queue.setdefault(run_route(run_id=run_id).get("queue", ""), []).append([run_id, generation])
+    for queue, batch in by_queue.items():
+        advance_runs.apply_async_on_commit(args=(batch,), **({"queue": queue} if queue else {}))
 
 
 SWEEP_TASK = "ratchet.sweep"

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 
+from review.scope import scope_filter
 from runtime.approvals import WaitingApproval, approvals_waiting
 from runtime.attachments import attachment_get
 from runtime.errors import RatchetError
@@ -117,14 +118,16 @@ class ApprovalsQueue:
     left_out: list[str]
 
 
-def approvals_queue(*, run: str = "", page_number: Any = 1) -> ApprovalsQueue:
-    """Runs in ``awaiting_approval``, longest waiting first, one page at a time.
+def approvals_queue(*, user: Any, run: str = "", page_number: Any = 1) -> ApprovalsQueue:
+    """Runs in ``awaiting_approval`` of the tenants ``user`` may see (DESIGN.md section 6.6),
+    longest waiting first, one page at a time.
 
     Args:
+        user: the signed-in user (``review.scope``).
         run: only this run id (``""``: all).
         page_number: 1-based page; anything invalid gives the first or last page.
     """
-    ids = Run.objects.filter(phase=Phase.AWAITING_APPROVAL.value)
+    ids = scope_filter(user=user, queryset=Run.objects.filter(phase=Phase.AWAITING_APPROVAL.value))
     if run:
         ids = ids.filter(run_id=run)
     ids = ids.order_by("updated_at", "run_id").values_list("run_id", flat=True)

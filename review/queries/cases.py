@@ -11,6 +11,7 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, Count, Value, When
 
+from review.scope import scope_filter
 from runtime.errors import RatchetError, ReviewCaseNotFoundError
 from runtime.models import CaseStatus, ReviewCase, TraceEvent
 from runtime.reviews import decision_prepare
@@ -18,10 +19,12 @@ from runtime.reviews import decision_prepare
 CASES_PER_PAGE = 25
 
 
-def case_list(*, status: str = "", page_number: Any = 1) -> Page:
-    """Review cases, open ones first then newest first, filtered by ``status`` (``""``: any); a
-    page of ``ReviewCase`` rows with their run (one query for the rows, one for the count)."""
-    rows = ReviewCase.objects.select_related("run").defer(
+def case_list(*, user: Any, status: str = "", page_number: Any = 1) -> Page:
+    """Review cases of the tenants ``user`` may see (DESIGN.md section 6.6), open ones first then
+    newest first, filtered by ``status`` (``""``: any); a page of ``ReviewCase`` rows with their
+    run (one query for the rows, one for the count)."""
+    rows = scope_filter(user=user, queryset=ReviewCase.objects.all(),
+                        field="run__tenant_id").select_related("run").defer(
         "run__spec", "pending", "receipt", "environment", "observed", "trace_excerpt", "sealed",
         "decision",
     )
@@ -33,9 +36,10 @@ def case_list(*, status: str = "", page_number: Any = 1) -> Page:
     return Paginator(rows, CASES_PER_PAGE).get_page(page_number)
 
 
-def case_counts() -> dict[str, int]:
-    """Number of cases per status (one query)."""
-    counts = dict(ReviewCase.objects.order_by().values_list("status").annotate(n=Count("pk")))
+def case_counts(*, user: Any) -> dict[str, int]:
+    """Number of cases per status among the tenants ``user`` may see (one query)."""
+    cases = scope_filter(user=user, queryset=ReviewCase.objects.all(), field="run__tenant_id")
+    counts = dict(cases.order_by().values_list("status").annotate(n=Count("pk")))
     return {s.value: counts.get(s.value, 0) for s in CaseStatus}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from review.scope import scope_filter
 from runtime.models import CaseStatus, Phase, ReviewCase, Run
 
 POLL_SECONDS = 2
@@ -53,16 +54,18 @@ class NavCounts:
         return self.label(self.cases)
 
 
-def nav_counts() -> NavCounts:
-    """Count waiting approvals (phase index) and open cases (status index), bounded (two
-    queries reading at most ``BADGE_CAP + 1`` index entries each)."""
+def nav_counts(*, user: Any) -> NavCounts:
+    """Count waiting approvals (phase index) and open cases (status index) of the tenants
+    ``user`` may see (DESIGN.md section 6.6), bounded (two queries reading at most
+    ``BADGE_CAP + 1`` index entries each)."""
     approvals = len(
-        Run.objects.filter(phase=Phase.AWAITING_APPROVAL.value)
+        scope_filter(user=user, queryset=Run.objects.filter(phase=Phase.AWAITING_APPROVAL.value))
         .order_by()
         .values_list("pk", flat=True)[: BADGE_CAP + 1]
     )
     cases = len(
-        ReviewCase.objects.filter(status=CaseStatus.OPEN)
+        scope_filter(user=user, queryset=ReviewCase.objects.filter(status=CaseStatus.OPEN),
+                     field="run__tenant_id")
         .order_by()
         .values_list("pk", flat=True)[: BADGE_CAP + 1]
     )
@@ -81,15 +84,18 @@ def rows_token(rows: QuerySet[Any], fields: tuple[str, ...], counts: NavCounts) 
     return _digest((list(rows.values_list(*fields)[:TOKEN_ROWS]), counts))
 
 
-def approvals_token(counts: NavCounts) -> str:
-    """The approvals queue changes when a run starts or stops waiting, or moves."""
-    rows = Run.objects.filter(phase=Phase.AWAITING_APPROVAL.value).order_by("updated_at", "run_id")
+def approvals_token(counts: NavCounts, *, user: Any) -> str:
+    """The approvals queue (of the tenants ``user`` may see) changes when a run starts or stops
+    waiting, or moves."""
+    rows = scope_filter(user=user, queryset=Run.objects.filter(
+        phase=Phase.AWAITING_APPROVAL.value)).order_by("updated_at", "run_id")
     return rows_token(rows, ("run_id", "state_version"), counts)
 
 
-def cases_token(counts: NavCounts, *, status: str = "") -> str:
-    """The cases list changes when a case opens or is decided."""
-    rows = ReviewCase.objects.order_by("-opened_at", "case_id")
+def cases_token(counts: NavCounts, *, user: Any, status: str = "") -> str:
+    """The cases list (of the tenants ``user`` may see) changes when a case opens or is decided."""
+    rows = scope_filter(user=user, queryset=ReviewCase.objects.all(),
+                        field="run__tenant_id").order_by("-opened_at", "case_id")
     if status:
         rows = rows.filter(status=status)
     return rows_token(rows, ("case_id", "status"), counts)

@@ -10,6 +10,7 @@ from typing import Any
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 
+from review.scope import AllTenants, scope_run_check, scope_tenants
 from runtime.checkpoint_checks import Restored, stored_envelope_open
 from runtime.checkpoint_reports import CheckpointReport
 from runtime.checkpoints import checkpoint_verify
@@ -17,10 +18,10 @@ from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import ExecutedWrite, RunState
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
-from runtime.errors import HighWaterMarkMissingError, RatchetError
+from runtime.errors import HighWaterMarkMissingError, RatchetError, RunNotFoundError
 from runtime.high_water_marks import HighWaterMarkInfo, hwm_read
 from runtime.keys import keyring_for
-from runtime.models import Attachment, Checkpoint, Run
+from runtime.models import Attachment, Checkpoint, Run, TraceEvent
 from runtime.verifiers import verifier_output_digest
 
 CHECKPOINTS_PER_PAGE = 10
@@ -94,9 +95,29 @@ def _attachments(state: RunState) -> list[AttachmentRef]:
     return [AttachmentRef(digest=d, where=w, row=rows.get(d)) for d, w in found.items()]
 
 
-def attachment_find(*, digest: str) -> Attachment | None:
-    """The stored row of one attachment, or ``None``."""
-    return Attachment.objects.filter(digest=digest).first()
+def attachment_find(*, digest: str, user: Any, run_id: str = "") -> Attachment | None:
+    """The stored row of one attachment ``user`` may download, or ``None`` (DESIGN.md section
+    6.6).
+
+    Attachments are content-addressed and shared by every tenant, so a digest alone proves
+    nothing: a user who sees every tenant gets any stored attachment; anyone else only one that
+    the run ``run_id`` (in their scope) references from its verified committed checkpoint or as
+    the dry-run diff of a proposed intent in its trace.
+    """
+    row = Attachment.objects.filter(digest=digest).first()
+    if row is None or isinstance(scope_tenants(user=user), AllTenants):
+        return row
+    if not run_id:
+        return None
+    try:
+        scope_run_check(user=user, run_id=run_id)
+    except RunNotFoundError:
+        return None
+    if digest in {a.digest for a in checkpoint_committed(run_id=run_id).attachments}:
+        return row
+    diffs = TraceEvent.objects.filter(run_id=run_id, event_type="intent.proposed").values_list(
+        "payload", flat=True)
+    return row if any(p.get("dry_run_diff") == digest for p in diffs) else None
 
 
 @dataclass(frozen=True)

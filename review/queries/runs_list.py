@@ -1,10 +1,13 @@
-"""The runs list page: filters, one page of runs with their checkpoint verdicts, and the filter
-choices."""
+"""The runs list page: filters (phase, tenant, task, run-id and idempotency-key prefixes, a date
+range), sortable columns with keyset pages, the checkpoint verdicts of a page, and the filter
+choices (DESIGN.md section 6.8)."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.core.cache import cache
@@ -12,22 +15,56 @@ from django.db.models import Q, QuerySet, Subquery
 
 from review.queries.committed_status import CheckpointStatus, committed_statuses
 from review.queries.runs import CHOICES_LIMIT, LIVE_PHASES, runs_with_lease
-from runtime.models import Run
+from runtime.models import IdempotencyRecord, Run
 
 RUNS_PER_PAGE = 25
 
 
+SORTS: dict[str, str] = {"created": "created_at", "updated": "updated_at", "run": "run_id",
+                         "phase": "phase", "tenant": "tenant_id", "task": "task_id"}
+"""Sort keys the runs list accepts (``?sort=key`` ascending, ``?sort=-key`` descending) -> column.
+Only non-null columns: the keyset comparison below needs a value on every row."""
+DEFAULT_SORT = "-created"
+KEY_MATCHES = 200
+"""A key prefix matches the runs of at most this many idempotency records."""
+
+
+def sort_parse(text: str) -> tuple[str, bool]:
+    """``(sort key, descending)`` for ``?sort=``; anything not in ``SORTS`` is ``DEFAULT_SORT``."""
+    key = text.removeprefix("-")
+    if key not in SORTS:
+        return DEFAULT_SORT.removeprefix("-"), True
+    return key, text.startswith("-")
+
+
+def _day(text: str) -> date | None:
+    try:
+        return date.fromisoformat(text.strip()) if text.strip() else None
+    except ValueError:
+        return None  # an invalid date filters nothing, like every other invalid field
+
+
 @dataclass(frozen=True)
 class RunFilters:
-    """Runs list filters; empty strings mean "any". ``q`` matches part of the run id."""
+    """Runs list filters; empty strings mean "any".
+
+    ``q``: the leading part of a run id (a prefix, as the trace browser takes it: the run-id
+    index serves it). ``key``: the leading part of an idempotency key the run used (the key's
+    unique index serves it). ``date_field`` (``created`` or ``updated``) with ``date_from`` and
+    ``date_to``: ISO days, inclusive, UTC.
+    """
 
     phase: str = ""
     tenant: str = ""
     task: str = ""
     q: str = ""
+    key: str = ""
+    date_field: str = "created"
+    date_from: str = ""
+    date_to: str = ""
 
     def apply(self, runs: QuerySet[Run]) -> QuerySet[Run]:
-        """``runs`` narrowed by every non-empty filter (exact phase/tenant/task, run id part)."""
+        """``runs`` narrowed by every non-empty filter."""
         if self.phase:
             runs = runs.filter(phase=self.phase)
         if self.tenant:
@@ -35,8 +72,30 @@ class RunFilters:
         if self.task:
             runs = runs.filter(task_id=self.task)
         if self.q:
-            runs = runs.filter(run_id__icontains=self.q)
+            runs = runs.filter(run_id__startswith=self.q)
+        if self.key:
+            keyed = (IdempotencyRecord.objects.filter(idempotency_key__startswith=self.key)
+                     .values("run_id")[:KEY_MATCHES])
+            runs = runs.filter(run_id__in=Subquery(keyed))
+        column = "updated_at" if self.date_field == "updated" else "created_at"
+        start, end = _day(self.date_from), _day(self.date_to)
+        if start is not None:
+            runs = runs.filter(**{f"{column}__gte": datetime.combine(start, time.min, UTC)})
+        if end is not None:
+            runs = runs.filter(**{f"{column}__lt": datetime.combine(end + timedelta(days=1), time.min, UTC)})
         return runs
+
+
+def run_filters_extra(query: Mapping[str, str]) -> dict[str, str]:
+    """The runs list's key and date-range filters from a query string (``key``, ``date_field``,
+    ``from``, ``to``), as keyword arguments for :class:`RunFilters`; bad values are dropped."""
+    field = query.get("date_field", "created")
+    return {
+        "key": query.get("key", "").strip()[:200],
+        "date_field": field if field in ("created", "updated") else "created",
+        "date_from": query.get("from", "") if _day(query.get("from", "")) else "",
+        "date_to": query.get("to", "") if _day(query.get("to", "")) else "",
+    }
 
 
 @dataclass(frozen=True)
@@ -61,33 +120,73 @@ class RunsPage:
     first: bool
     live: bool
     token: str
+    sort: str = DEFAULT_SORT
+    """The order shown (``key`` or ``-key``)."""
+
+    @property
+    def sort_label(self) -> str:
+        """The order in words, e.g. ``"updated, newest first"`` or ``"tenant, A to Z"``."""
+        key, descending = sort_parse(self.sort)
+        timed = key in ("created", "updated")
+        way = ("newest first" if descending else "oldest first") if timed else ("Z to A" if descending else "A to Z")
+        return f"{key}, {way}"
+
+    @property
+    def sorting(self) -> dict[str, dict[str, str]]:
+        """Per sort key: ``link`` (the ``sort`` value its header links to), ``aria`` (its
+        ``aria-sort``) and ``arrow`` (a visible mark of the current order)."""
+        return {key: {"link": self.sort_link(key), "aria": self.aria_sort(key),
+                      "arrow": {"ascending": " ▲", "descending": " ▼"}.get(self.aria_sort(key), "")}
+                for key in SORTS}
+
+    def sort_link(self, key: str) -> str:
+        """The ``sort`` value a column header links to: this key, descending first, flipped
+        when it is the current order."""
+        return key if self.sort == f"-{key}" else f"-{key}"
+
+    def aria_sort(self, key: str) -> str:
+        """``ascending``, ``descending`` or ``none`` for a column header's ``aria-sort``."""
+        if self.sort == key:
+            return "ascending"
+        return "descending" if self.sort == f"-{key}" else "none"
 
 
-def _after(runs: QuerySet[Run], cursor: str) -> QuerySet[Run]:
-    """Runs older than the run ``cursor`` names in the ``(created_at, run_id)`` order. The anchor's
-    timestamp is read by a subquery, so the comparison is column against column (no timestamp
-    travels through the URL and back in another precision)."""
+def _after(runs: QuerySet[Run], cursor: str, column: str, descending: bool) -> QuerySet[Run]:
+    """Runs after the run ``cursor`` names in the ``(column, run_id)`` order. The anchor's value
+    is read by a subquery, so the comparison is column against column (no timestamp travels
+    through the URL and back in another precision)."""
     if not cursor:
         return runs
-    anchor = Subquery(Run.objects.filter(run_id=cursor).values("created_at")[:1])
-    return runs.filter(Q(created_at__lt=anchor) | Q(created_at=anchor, run_id__lt=cursor))
+    if column == "run_id":
+        return runs.filter(run_id__lt=cursor) if descending else runs.filter(run_id__gt=cursor)
+    anchor = Subquery(Run.objects.filter(run_id=cursor).values(column)[:1])
+    beyond, tie = ("lt", "lt") if descending else ("gt", "gt")
+    return runs.filter(Q(**{f"{column}__{beyond}": anchor}) | Q(**{column: anchor, f"run_id__{tie}": cursor}))
 
 
-def run_list(*, filters: RunFilters, cursor: str = "", since: str | None = None,
-             extra: Any = ()) -> RunsPage | None:
-    """The runs matching ``filters``, newest first, one keyset page after ``cursor``.
+def run_list(*, filters: Any, cursor: str = "", since: str | None = None,
+             extra: Any = (), sort: str = DEFAULT_SORT) -> RunsPage | None:
+    """The runs matching ``filters`` in ``sort`` order, one keyset page after ``cursor``.
 
-    Keyset, not ``OFFSET``: the query reads ``RUNS_PER_PAGE + 1`` index entries from the
-    ``(created_at, run_id)`` order wherever the page is, and no ``COUNT(*)`` runs (DESIGN.md
-    section 6.8). Two queries (the page, then the checkpoint verdicts of its rows).
+    Keyset, not ``OFFSET``: the query reads ``RUNS_PER_PAGE + 1`` rows in the ``(column,
+    run_id)`` order wherever the page is, and no ``COUNT(*)`` runs (DESIGN.md section 6.8).
+    Indexes serve the default order (newest first, also per phase), the run id and the
+    tenant-then-task order; ``updated`` without a phase filter is sorted by the database (see
+    DESIGN.md section 6.8). Two queries (the page, then the checkpoint verdicts of its rows).
 
     Args:
-        filters: what to match.
-        cursor: the run id of the last run of the previous page; ``""``: the newest page.
+        filters: what to match (:class:`RunFilters`, or anything with ``apply(queryset)``).
+        cursor: the run id of the last run of the previous page; ``""``: the first page.
         since: a poll's token; when it equals this page's token, ``None`` is returned (one query).
         extra: anything else the page's token depends on (the navigation counts).
+        sort: ``key`` or ``-key`` of ``SORTS`` (anything else: ``DEFAULT_SORT``).
     """
-    runs = _after(filters.apply(runs_with_lease()), cursor).order_by("-created_at", "-run_id")
+    key, descending = sort_parse(sort)
+    column = SORTS[key]
+    order = [f"-{column}", "-run_id"] if descending else [column, "run_id"]
+    if column == "run_id":
+        order = order[:1]
+    runs = _after(filters.apply(runs_with_lease()), cursor, column, descending).order_by(*order)
     fetched = list(runs[: RUNS_PER_PAGE + 1])
     page_runs = fetched[:RUNS_PER_PAGE]
     token = hashlib.sha256(repr((
@@ -104,6 +203,7 @@ def run_list(*, filters: RunFilters, cursor: str = "", since: str | None = None,
         first=not cursor,
         live=any(r.phase in LIVE_PHASES for r in page_runs),
         token=token,
+        sort=("-" if descending else "") + key,
     )
 
 

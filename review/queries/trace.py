@@ -12,6 +12,7 @@ from django.core.paginator import Page, Paginator
 
 from review.queries.runs import CHOICES_LIMIT
 from review.queries.steps import Step, step_timeline
+from review.scope import scope_filter
 from runtime.models import Run, TraceEvent
 from runtime.trace import ChainReport, trace_verify
 
@@ -137,25 +138,28 @@ class TraceBrowserPage:
     chain: ChainVerdict | None
 
 
-def _runs_matching(text: str) -> list[str]:
-    """Run ids named by ``text``: itself when it is a run id, else those starting with it."""
-    if Run.objects.filter(run_id=text).exists():
+def _runs_matching(text: str, user: Any) -> list[str]:
+    """Run ids named by ``text`` among the runs ``user`` may see: itself when it is a run id,
+    else those starting with it."""
+    visible = scope_filter(user=user, queryset=Run.objects.all())
+    if visible.filter(run_id=text).exists():
         return [text]
-    return list(Run.objects.filter(run_id__startswith=text).order_by("run_id")
+    return list(visible.filter(run_id__startswith=text).order_by("run_id")
                 .values_list("run_id", flat=True)[:RUN_MATCHES])
 
 
-def trace_search(*, filters: TraceFilters, before: str = "", verify: bool = False
+def trace_search(*, user: Any, filters: TraceFilters, before: str = "", verify: bool = False
                  ) -> TraceBrowserPage:
-    """Trace events across runs matching ``filters``, newest first, ``EVENTS_PER_PAGE`` at a time
-    before the event id ``before`` (keyset; no ``COUNT(*)``). A partial run id matches the runs
-    whose id starts with it."""
-    events = TraceEvent.objects.order_by("-id")
+    """Trace events across the runs ``user`` may see (DESIGN.md section 6.6) matching
+    ``filters``, newest first, ``EVENTS_PER_PAGE`` at a time before the event id ``before``
+    (keyset; no ``COUNT(*)``). A partial run id matches the runs whose id starts with it."""
+    events = scope_filter(user=user, queryset=TraceEvent.objects.all(),
+                          field="run__tenant_id").order_by("-id")
     runs: list[str] = []
     run = None
     chain = None
     if filters.run:
-        runs = _runs_matching(filters.run)
+        runs = _runs_matching(filters.run, user)
         events = events.filter(run_id__in=runs)
         if len(runs) == 1:
             run = Run.objects.defer("spec").get(run_id=runs[0])

@@ -137,11 +137,11 @@ def as_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-@register.simple_tag
-def nav_counts() -> NavCounts:
-    """Waiting approvals and open cases for the navigation badges (bounded; DESIGN.md section
-    6.8). Use as ``{% nav_counts as nav %}``."""
-    return live_nav_counts()
+@register.simple_tag(takes_context=True)
+def nav_counts(context: Any) -> NavCounts:
+    """Waiting approvals and open cases of the signed-in user's tenants for the navigation badges
+    (bounded; DESIGN.md sections 6.6 and 6.8). Use as ``{% nav_counts as nav %}``."""
+    return live_nav_counts(user=context["request"].user)
 
 
 @register.simple_tag

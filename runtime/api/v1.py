@@ -21,7 +21,7 @@ from pydantic import Field, JsonValue
 from runtime.errors import GatewayError, GatewayPayloadTooLargeError, GatewayTokenError, RatchetError
 from runtime.gateway.calls import call_submit
 from runtime.gateway.reads import call_get, receipts_list, run_status
-from runtime.gateway.tokens import token_authorise
+from runtime.gateway.tokens import token_authorise, token_runs
 from runtime.gateway.tools import MAX_CALL_BYTES
 
 api = NinjaAPI(title="Ratchet agent gateway", version="1", urls_namespace="api-v1", docs_url=None,
@@ -126,9 +126,9 @@ ERRORS: dict[int, Any] = {s: ErrorOut for s in (400, 401, 403, 409, 413, 422, 42
 
 @api.get("/runs", auth=GatewayBearer(), response={200: list[dict[str, JsonValue]], **ERRORS})
 def runs(request: HttpRequest) -> list[dict[str, Any]]:
-    """The runs this token may act on (one: a token is scoped to a single run)."""
+    """The runs this token may act on: its run, or a per-agent token's runs of its tenant."""
     row = token_authorise(token=request.auth)
-    return [run_status(run_id=row.run_id, token=request.auth)]
+    return [run_status(run_id=run_id, token=request.auth) for run_id in token_runs(row=row)]
 
 
 @api.get("/runs/{run_id}", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})

@@ -10,7 +10,8 @@ measure anywhere else (:func:`~runtime.bench.scratch.scratch_require`). Measured
   checkpoint, execute, receipt checkpoint), N times on one run: median and p95, and the
   overhead (gateway median minus direct median);
 * calls per second with 1, 8 and 32 concurrent clients, each a thread driving its own run
-  with its own token (one run's calls are serialised by its lease by design).
+  with its own token (one run's calls are serialised by its lease by design);
+* the SQL statements and committed transactions of one more gateway call (counts, not times).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
 from runtime.adapters.factory import open_adapter
 from runtime.attachments import attachment_blob, attachment_put
@@ -116,10 +118,33 @@ def gateway_measure(*, calls: int, clients: list[int], root: Path) -> dict[str, 
         gateway.append(time.perf_counter() - started)
         if result.status != "executed":
             raise BenchmarkError("a gateway call did not execute", status=result.status)
-    report: dict[str, Any] = {"direct": _quantiles(direct), "gateway": _quantiles(gateway)}
+    report: dict[str, Any] = {"direct": _quantiles(direct), "gateway": _quantiles(gateway),
+                              "per_call": _counted_call(run_id, token)}
     report["overhead_median_ms"] = round(report["gateway"]["median_ms"] - report["direct"]["median_ms"], 3)
     report["throughput"] = [_throughput(root, n, calls) for n in clients]
     return report
+
+
+def _counted_call(run_id: str, token: str) -> dict[str, int]:
+    """Statements and commits of one new gateway call on this thread's connection."""
+    commits = 0
+    commit = connection._commit
+
+    def counting() -> None:
+        nonlocal commits
+        commits += 1
+        commit()
+
+    connection._commit = counting  # type: ignore[method-assign]  # counted for this one call only
+    try:
+        with CaptureQueriesContext(connection) as captured:
+            call_submit(run_id=run_id, call_id="counted", tool="write_file",
+                        arguments={"path": "notes/counted.txt", "content": "counted\n"}, token=token)
+    finally:
+        del connection._commit  # back to the class's method
+    control = ("BEGIN", "SAVEPOINT", "RELEASE", "COMMIT", "ROLLBACK")
+    statements = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(control)]
+    return {"statements": len(statements), "transactions": commits}
 
 
 def _throughput(root: Path, clients: int, calls: int) -> dict[str, Any]:

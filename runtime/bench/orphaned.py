@@ -8,8 +8,9 @@ a worker holding that many runs is SIGKILLed, without having to build a worker t
 thousand runs at once.
 
 Timed: ``manage.py worker --concurrency 2`` (two pool processes, beat embedded, on a SQLite
-broker file of its own, or on the server broker ``CELERY_BROKER_URL`` names) is started, and the clock runs from its start until every run was
-re-leased and until every run completed, polled in the database. Then as many runs again are
+broker file of its own, or on the server broker ``RATCHET_BENCH_BROKER_URL`` names: the bench
+child drops every other ``CELERY_*`` variable) is started, and the clock runs from its start
+until every run was re-leased and until every run completed, polled in the database. Then as many runs again are
 orphaned and resumed in-process by :func:`runtime.orphans.orphans_resume_all` with two child
 processes (what ``manage.py resume --all-orphaned --jobs 2`` does).
 Checked afterwards: every run completed, with exactly one recovery.
@@ -28,6 +29,7 @@ from django.db.models import Count
 
 from runtime.bench.children import child_env, manage_argv
 from runtime.bench.report import BenchReport, rate_metric
+from runtime.bench.scratch import BROKER_ENV
 from runtime.bench.sizes import BenchSizes
 from runtime.engine import run_start
 from runtime.errors import BenchmarkError
@@ -126,7 +128,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def _broker_url(work: Path) -> str:
     # A server broker named by CELERY_BROKER_URL (Redis, RabbitMQ) is measured as configured;
     # the embedded default gets a SQLite broker file of its own, so no old message is in it.
-    url = settings.CELERY_BROKER_URL
+    url = os.environ.get(BROKER_ENV) or settings.CELERY_BROKER_URL
     if url.split("://", 1)[0].lower().startswith(("sqla+", "sqlalchemy+")):
         return f"sqla+sqlite:///{work / 'broker.sqlite3'}"
     return url

@@ -1,7 +1,8 @@
 """Dashboard pages at size: p50/p95 server time and query count per page (DESIGN.md section 6.8).
 
 Seeds ``runs`` runs and ``runs * events_per_run`` trace events into the scratch database (filler
-rows written in bulk: their hash chains are not real, which no page view checks any more), plus
+rows written in bulk: their hash chains are not real, which no page view checks any more; every
+``RECOVERED_EVERY``-th run had a recovery, in its trace and in the counters), plus
 a few real runs made by :func:`runtime.checkpoints.run_create` with signed checkpoints, one of
 them waiting for an approval and one frozen on a review case. Then each page is requested through
 Django's test client as a superuser, ``samples`` times: the server time is the time of the whole
@@ -27,7 +28,10 @@ from runtime.bench.sizes import BenchSizes
 from runtime.bench.state import realistic_state, realistic_write
 from runtime.checkpoints import run_create
 from runtime.errors import BenchmarkError
-from runtime.models import CaseStatus, Phase, ReviewCase, Run, TraceEvent
+from runtime.metrics import metrics_bucket_start
+from runtime.metrics_rules import duration_bucket
+from runtime.models import CaseStatus, IdempotencyRecord, MetricCounter, Phase, ReviewCase, Run, TraceEvent
+from runtime.stats import recovery_stats
 from runtime.trace import trace_append_txn
 
 FULL_RUNS = 100_000
@@ -46,7 +50,7 @@ def _seed_filler(*, runs: int, events_per_run: int, say: Callable[[str], None]) 
     now = datetime.now(UTC)
     batch = 5_000
     for start in range(0, runs, batch):
-        rows, events = [], []
+        rows, events, counters = [], [], []
         for i in range(start, min(runs, start + batch)):
             run_id = f"fill-{i:07d}-{uuid.uuid5(uuid.NAMESPACE_OID, str(i)).hex[:8]}"
             created = now - timedelta(days=100) + timedelta(seconds=i * 86.4)
@@ -58,18 +62,50 @@ def _seed_filler(*, runs: int, events_per_run: int, say: Callable[[str], None]) 
                 phase=phase.value, trace_seq=events_per_run, trace_head="sha256:" + "1" * 64,
                 generation=1, created_at=created, updated_at=created,
             ))
+            recovered = i % RECOVERED_EVERY == 0 and events_per_run >= 4
             for seq in range(1, events_per_run + 1):
+                event_type, payload = _TYPES[seq % len(_TYPES)], {"n": seq}
+                if recovered and seq in (2, 3):
+                    # A recovery decided by the write that follows it (DESIGN.md section 8).
+                    event_type = "recovery.started" if seq == 2 else "recovery.succeeded"
+                    payload = {"n": seq, "duration_seconds": _duration(i)} if seq == 3 else payload
+                elif recovered and seq == 4:
+                    event_type = "write.executed"
                 events.append(TraceEvent(
-                    run_id=run_id, seq=seq, event_type=_TYPES[seq % len(_TYPES)],
-                    payload={"n": seq}, environment_version=f"w{seq}",
+                    run_id=run_id, seq=seq, event_type=event_type,
+                    payload=payload, environment_version=f"w{seq}",
                     prev_hash="sha256:" + "2" * 64, hash="sha256:" + "3" * 64,
                     created_at=created + timedelta(milliseconds=seq),
                 ))
+            if recovered:
+                counters.extend(_recovery_counters(tenant_id=f"tenant-{i % 50}", task_id=f"task-{i % 200}",
+                                                   at=created.timestamp(), seconds=_duration(i)))
         with transaction.atomic():
             Run.objects.bulk_create(rows, batch_size=1_000)
             TraceEvent.objects.bulk_create(events, batch_size=5_000)
+            MetricCounter.objects.bulk_create(counters, batch_size=5_000)
         if (start // batch) % 4 == 0:
             say(f"pages: seeded {min(runs, start + batch)} of {runs} runs")
+
+
+RECOVERED_EVERY = 10
+"""Every this many filler runs had a recovery (trace events and the counters it moved)."""
+
+
+def _duration(i: int) -> float:
+    return round(0.05 + (i * 7919 % 1000) / 250.0, 3)
+
+
+def _recovery_counters(*, tenant_id: str, task_id: str, at: float, seconds: float) -> list[MetricCounter]:
+    """The counter cells one succeeded recovery moves (as ``runtime.metrics`` writes them, one
+    row per cell here: the filler's runs are in distinct minute buckets)."""
+    bucket = metrics_bucket_start(at)
+    cells = [("recoveries_started", "", 1.0), ("recoveries_succeeded", "", 1.0),
+             ("recovery_duration_bucket", duration_bucket(seconds), 1.0),
+             ("recovery_duration_sum", "", seconds), ("recovery_duration_count", "", 1.0),
+             ("runs_started", "", 1.0)]
+    return [MetricCounter(name=name, tenant_id=tenant_id, task_id=task_id, label=label, window_start=bucket,
+                          value=value) for name, label, value in cells]
 
 
 def _real_run(*, events: int, phase: Phase = Phase.PENDING) -> str:
@@ -167,6 +203,12 @@ def pages_measure(*, report: BenchReport, sizes: BenchSizes, runs: int | None = 
     token_page = client.get(f"/runs/{detail}/").content.decode()
     since = token_page.split('"since": "', 1)[1].split('"', 1)[0] if '"since": "' in token_page else ""
     middle = Run.objects.order_by("-created_at", "-run_id").values_list("run_id", flat=True)[runs // 2]
+    middle_tenant = Run.objects.order_by("tenant_id", "run_id").values_list("run_id", flat=True)[runs // 2]
+    IdempotencyRecord.objects.bulk_create([
+        IdempotencyRecord(run_id=run_id, idempotency_key=f"bench:key:{n:07d}", intent_digest="sha256:" + "0" * 64)
+        for n, run_id in enumerate(Run.objects.order_by("run_id").values_list("run_id", flat=True)[:runs // 10])
+    ], batch_size=5_000)
+    key_prefix = "bench:key:00012"
     pages = [
         ("runs", "runs list, newest page", "/", 200, None),
         ("runs_deep", "runs list, a keyset page half-way down", f"/?after={middle}", 200, None),
@@ -181,9 +223,29 @@ def pages_measure(*, report: BenchReport, sizes: BenchSizes, runs: int | None = 
         ("approvals", "approvals queue", "/approvals/", 200, None),
         ("cases", "review cases list", "/cases/", 200, None),
         ("case_detail", "one review case (decided)", f"/cases/{case.case_id}/", 200, None),
-        ("health", "health", "/health/", 200, None),
+        ("health", "health (counters, 24 h charts)", "/health/", 200, None),
+        ("health_7d", "health (counters, 7 d charts)", "/health/?range=7d", 200, None),
+        ("runs_sort_updated", "runs list, sorted by updated", "/?sort=-updated", 200, None),
+        ("runs_sort_tenant", "runs list, sorted by tenant", "/?sort=tenant", 200, None),
+        ("runs_sort_tenant_deep", "runs list, by tenant, a keyset page half-way down",
+         f"/?sort=tenant&after={middle_tenant}", 200, None),
+        ("runs_dates", "runs list, a created-date range",
+         f"/?from={(datetime.now(UTC) - timedelta(days=50)).date()}"
+         f"&to={(datetime.now(UTC) - timedelta(days=49)).date()}",
+         200, None),
+        ("runs_key", "runs list, idempotency-key prefix", f"/?key={key_prefix}", 200, None),
+        ("workers", "workers and queues", "/workers/", 200, None),
     ]
     del waiting
+    # The health page before issue 15 computed its numbers with the whole-trace scan, which
+    # ``manage.py recovery-stats`` still runs: timed here on the same data, for the comparison.
+    say("pages: recovery_stats (the old health page's whole-trace computation)")
+    scans = []
+    for _ in range(max(3, samples // 5)):
+        started = time.perf_counter()
+        recovery_stats()
+        scans.append(time.perf_counter() - started)
+    report.metrics.append(latency_metric("recovery_stats_scan_ms", "recovery_stats() whole-trace scan", scans))
     with _persistent_connection():
         for name, label, url, status, headers in pages:
             say(f"pages: {label}")

@@ -23,12 +23,19 @@ SCRATCH_ENV = "RATCHET_BENCH_SCRATCH"
 SQLite file path or the PostgreSQL database name). Without it the child refuses to run."""
 
 
+BROKER_ENV = "RATCHET_BENCH_BROKER_URL"
+"""Passed through to the child: the Celery broker (``redis://...``, ``amqp://...``) the orphan
+bench's worker uses instead of a SQLite broker file of its own (``runtime.bench.orphaned``)."""
+
+
 def scratch_env(*, scratch_dir: Path, url: str, marker: str) -> dict[str, str]:
     """The child's environment: ``url`` as its ``DATABASE_URL``, ``scratch_dir/var`` as its var
     dir, ``marker`` in :data:`SCRATCH_ENV`; no inherited ``RATCHET_*`` setting can point it
-    elsewhere (a separate HWM database, a media root, the user's keys, an armed crash point)."""
+    elsewhere (a separate HWM database, a media root, the user's keys, an armed crash point).
+    The one exception is :data:`BROKER_ENV`, the broker the orphan bench's worker is to use."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("RATCHET_", "CELERY_")) and k != "DATABASE_URL"}
+           if (not k.startswith(("RATCHET_", "CELERY_")) or k == BROKER_ENV)
+           and k != "DATABASE_URL"}
     env.update(
         DATABASE_URL=url,
         RATCHET_VAR_DIR=str(scratch_dir / "var"),

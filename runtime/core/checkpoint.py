@@ -8,6 +8,9 @@ never live here: they are content-addressed attachments referenced by ``sha256:`
 Serialisation is always ``model_dump(mode="json")`` -> RFC 8785 canonical JSON; never pickle
 (the first failure named in the sources).
 
+Over 400 lines: it is the one schema of a checkpoint; every model a checkpoint holds is here, so
+a schema version is one file to read and to migrate from.
+
 Stored checkpoints are also *complete*: every field of every model must be present in the bytes,
 defaults notwithstanding. A checkpoint that lost its receipts, permissions or preconditions must be
 rejected, not read as "none" (DESIGN.md section 7, "checkpoint holds only model messages").
@@ -31,6 +34,7 @@ from pydantic import (
     JsonValue,
     PrivateAttr,
     StringConstraints,
+    model_serializer,
     model_validator,
 )
 
@@ -293,6 +297,24 @@ class DecisionKind(StrEnum):
     ABORT = "abort"
 
 
+B64Url = Annotated[str, StringConstraints(min_length=1, max_length=16384, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class PasskeyAssertion(Strict):
+    """A reviewer's WebAuthn assertion and the public key they registered, as evidence
+    (DESIGN.md section 6.9). Byte fields are unpadded base64url; ``public_key`` is the COSE key.
+    The assertion's challenge is ``runtime.core.passkey_evidence.decision_challenge`` of the
+    decision that holds it; checked offline by ``passkey_evidence.passkey_problem``."""
+
+    credential_id: B64Url
+    public_key: B64Url
+    authenticator_data: B64Url
+    client_data_json: B64Url
+    signature: B64Url
+    rp_id: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    origin: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+
+
 class SignedDecision(Strict):
     """A reviewer's decision, signed under the reviewer trust root over every field but ``mac``.
 
@@ -323,6 +345,24 @@ class SignedDecision(Strict):
     issued_at: AwareDatetime
     key_id: Ident
     mac: Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{64}|[0-9a-f]{128})$")]
+    passkey: PasskeyAssertion | None = None
+    """Optional: the reviewer's WebAuthn assertion over this decision's digest
+    (``runtime.core.passkey_evidence``; DESIGN.md section 6.9). Left out of the bytes when None,
+    so decisions signed before the field existed keep their signatures and still load."""
+
+    @model_validator(mode="after")
+    def _absent_passkey_is_complete(self) -> SignedDecision:
+        # An absent passkey means "signed without one", not a lost default: the Ed25519
+        # signature covers the stored bytes, so stripping a passkey breaks it.
+        self.__pydantic_fields_set__.add("passkey")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_passkey(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("passkey", "") is None:
+            del data["passkey"]
+        return data
 
 
 class ReviewCaseRef(Strict):

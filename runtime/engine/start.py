@@ -13,6 +13,7 @@ from django.conf import settings
 from runtime.adapters.factory import open_adapter
 from runtime.admission import admission_check
 from runtime.checkpoints import run_create
+from runtime.combinations import combination_assign, combination_fields, combination_select
 from runtime.core.checkpoint import BudgetLimits, Phase, RunIdentity, RunState, Scope, VersionSet
 from runtime.leases import lease_release
 from runtime.planners.base import planner_state_check
@@ -44,6 +45,8 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
         TaskSpecError: the spec file is invalid.
         AdmissionClosedError: a rollout threshold of the tenant and task is crossed (DESIGN.md
             section 8.3); nothing was created or prepared.
+        CombinationStateError: the scope has no canary or active combination for this spec
+            (DESIGN.md section 8.4); nothing was created.
         PlannerError / AdapterError: the environment cannot be prepared or observed.
     """
     spec_file = Path(spec_path).resolve()
@@ -60,6 +63,12 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
         spec = spec.model_copy(update={"environment": spec.environment.model_copy(update={"target": str(target)})})
     planner = build_planner(spec, base_dir=base_dir)
     pins = plugin_pins(spec)  # which code made this run's decisions, checked on every resume
+    # The run is assigned a deployed combination (canary share by its id); it is pinned to that
+    # combination's plug-ins, so only workers of that combination can advance it (section 8.4).
+    combination = combination_select(run_id=run_id, fields=combination_fields(
+        tenant_id=tenant_id or spec.task.tenant, task_id=spec.task.id,
+        versions=spec.versions.model_dump(mode="json"), plugins=pins))
+    pins = combination.fields["plugins"]
     planner.prepare_environment(target)
     adapter = open_adapter(spec.environment.adapter, target, entry=spec.environment.entry,
                            options=spec.environment.options)
@@ -105,8 +114,9 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
         state=state, worker=worker, ttl_seconds=ttl, spec=stored_spec,
         events=[("run.started", {"task_id": spec.task.id, "task_version": spec.task.version,
                                  "scenario_fingerprint": scenario, "environment": env_ref.model_dump(mode="json"),
-                                 "plugins": pins})],
+                                 "plugins": pins, "combination_id": combination.combination_id})],
     )
+    combination_assign(run_id=run_id, combination=combination)
     lease_release(lease=result.lease)  # traces "lease.released" in the same transaction
     log.debug("run %s created at generation %s", run_id, result.generation)
     return run_id

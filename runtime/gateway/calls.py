@@ -32,13 +32,12 @@ from runtime.errors import (
     LeaseLostError,
     StaleGenerationError,
 )
-from runtime.gateway.tokens import token_authorise, token_rate_check
-from runtime.gateway.tools import MAX_CALL_BYTES, arguments_object, call_check, call_id_check
+from runtime.gateway.tokens import token_admit
+from runtime.gateway.tools import MAX_CALL_BYTES, arguments_object, call_check, call_id_check, run_spec
 from runtime.models import Run
 from runtime.planners.chat_tools_tools import FINISH
 from runtime.planners.external import ExternalCall, call_digest, call_record, external_call_offered
 from runtime.session import default_worker_id
-from runtime.taskspec import TaskSpec
 
 
 @dataclass(frozen=True)
@@ -97,16 +96,15 @@ def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: 
     Raises:
         GatewayTokenError / GatewayScopeError / GatewayRateLimitedError: refused before anything.
         GatewayInputError (and its subclasses) / GatewayPolicyRefusedError: refused, nothing touched.
-        GatewayCallConflictError: the call id was recorded with other arguments.
+        GatewayCallConflictError: the call id was recorded with other arguments; when its write
+            had already executed the run is now frozen for review (``frozen`` in the context).
         GatewayRunStoppedError: the run is frozen for review or has ended (with phase and reason).
         GatewayRunBusyError: another process holds the lease (retry the same call id).
         GatewayCallLimitError: the run recorded ``max_calls`` calls.
     """
-    row = token_authorise(token=token, run_id=run_id)
-    token_rate_check(row=row)
+    row, run = token_admit(token=token, run_id=run_id)
     call_id = call_id_check(call_id)
-    run = row.run
-    spec = TaskSpec.from_json(run.spec["task"])
+    spec = run_spec(stored=run.spec["task"])
     action = call_check(spec=spec, tool=tool, arguments=arguments_object(arguments), token_actions=row.actions,
                         max_bytes=int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)))
     call = ExternalCall(call_id=call_id, action=action, digest=call_digest(action))
@@ -139,7 +137,12 @@ def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
             raise GatewayCallLimitError(run_id=run_id, call_id=call_id, max_calls=max_calls)
         raise _stopped(state, run_id, call_id)
     if record["digest"] != call.digest:
-        raise GatewayCallConflictError(run_id=run_id, call_id=call_id)
+        if call.conflict:  # the first intent's write had executed: the run is frozen (DESIGN.md section 5.12)
+            raise GatewayCallConflictError(
+                "this call id executed with other arguments; the run is frozen for review", run_id=run_id,
+                call_id=call_id, phase=phase.value, stop_reason=_reason(state), frozen=True,
+                dashboard=dashboard_url(run_id=run_id))
+        raise GatewayCallConflictError(run_id=run_id, call_id=call_id, phase=phase.value)
     key = derive_key(run_id=run_id, cursor=int(record["cursor"]), replan_epoch=int(record["epoch"]))
     pending = state.pending
     if pending is not None and pending.idempotency_key == key:

@@ -7,6 +7,8 @@ policy and the token allow, plus ``finish``), each schema extended by a required
 thread. A refusal comes back as a tool result with ``isError`` and the structured error
 ``{"error": {"code", "message", "hint", "retryable", "context"}}``, never the token. The token
 is the HTTP request's ``Authorization: Bearer`` header, or, over stdio, ``RATCHET_GATEWAY_TOKEN``.
+A per-agent token (several runs) names its run in the ``X-Ratchet-Run`` header (over stdio,
+``RATCHET_GATEWAY_RUN``); a per-run token needs none.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.db import close_old_connections
 from mcp.server.lowlevel import Server
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams, TextContent, Tool
 
-from runtime.errors import GatewayError, GatewayTokenError, RatchetError
+from runtime.errors import GatewayError, GatewayScopeError, GatewayTokenError, RatchetError
 from runtime.gateway.calls import call_submit
 from runtime.gateway.reads import run_status
 from runtime.gateway.tokens import token_authorise
@@ -48,6 +50,21 @@ def _token(ctx: Any, fallback: str | None) -> str | None:
     return fallback
 
 
+def _run_header(ctx: Any, fallback: str | None) -> str | None:
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    value = headers.get("x-ratchet-run") if headers is not None else None
+    return str(value).strip()[:64] if value else fallback
+
+
+def _run_of(row: Any, named: str | None) -> str:
+    if row.run_id is not None:
+        return str(row.run_id)
+    if not named:
+        raise GatewayScopeError("a per-agent token needs the run in the X-Ratchet-Run header",
+                                token_id=row.token_id)
+    return named
+
+
 def _in_thread(fn: Any) -> Any:
     def run() -> Any:
         close_old_connections()
@@ -66,7 +83,7 @@ def _tool_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def gateway_server(*, stdio_token: str | None = None) -> Server:
+def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = None) -> Server:
     """The MCP server; ``stdio_token`` authorises calls that carry no HTTP header (stdio).
 
     Raises nothing itself: every refusal is a tool result with ``isError`` (``tools/call``) or
@@ -75,10 +92,11 @@ def gateway_server(*, stdio_token: str | None = None) -> Server:
 
     async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
         token = _token(ctx, stdio_token)
+        named = _run_header(ctx, stdio_run)
 
         def status() -> dict[str, Any]:
             row = token_authorise(token=token)
-            return run_status(run_id=row.run_id, token=token)
+            return run_status(run_id=_run_of(row, named), token=token)
 
         try:
             found = await _in_thread(status)
@@ -91,10 +109,11 @@ def gateway_server(*, stdio_token: str | None = None) -> Server:
         token = _token(ctx, stdio_token)
         arguments = dict(params.arguments or {})
         call_id = arguments.pop("call_id", None)
+        named = _run_header(ctx, stdio_run)
 
         def submit() -> dict[str, Any]:
             row = token_authorise(token=token)
-            return call_submit(run_id=row.run_id, call_id=call_id, tool=params.name, arguments=arguments,
+            return call_submit(run_id=_run_of(row, named), call_id=call_id, tool=params.name, arguments=arguments,
                                token=token).as_json()
 
         try:

@@ -14,16 +14,13 @@ from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
 from runtime.errors import GatewayInputError
 from runtime.gateway.calls import dashboard_url
-from runtime.gateway.tokens import token_authorise, token_rate_check
-from runtime.gateway.tools import call_id_check, run_tools
-from runtime.models import GatewayToken
-from runtime.taskspec import TaskSpec
+from runtime.gateway.tokens import token_admit
+from runtime.gateway.tools import call_id_check, run_spec, run_tools
+from runtime.models import GatewayToken, Run
 
 
-def _authorised(*, run_id: str, token: str | None) -> GatewayToken:
-    row = token_authorise(token=token, run_id=run_id)
-    token_rate_check(row=row)
-    return row
+def _authorised(*, run_id: str, token: str | None) -> tuple[GatewayToken, Run]:
+    return token_admit(token=token, run_id=run_id)
 
 
 def run_status(*, run_id: str, token: str | None) -> dict[str, Any]:
@@ -34,9 +31,8 @@ def run_status(*, run_id: str, token: str | None) -> dict[str, Any]:
     Raises:
         GatewayTokenError / GatewayScopeError / GatewayRateLimitedError.
     """
-    row = _authorised(run_id=run_id, token=token)
-    run = row.run
-    spec = TaskSpec.from_json(run.spec["task"])
+    row, run = _authorised(run_id=run_id, token=token)
+    spec = run_spec(stored=run.spec["task"])
     tools = [t.__dict__ for t in run_tools(spec=spec, token_actions=row.actions)]
     return {"run_id": run.run_id, "tenant_id": run.tenant_id, "phase": run.phase,
             "stop_reason": run.stop_reason or None, "generation": run.generation,

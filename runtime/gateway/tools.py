@@ -9,7 +9,11 @@ against the policy, before anything reaches the engine (DESIGN.md section 5.12).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +39,7 @@ from runtime.planners.chat_tools_tools import (
     DeclaredCall,
     DeleteFileArgs,
     FinishArgs,
+    Toolset,
     WriteFileArgs,
     toolset_for,
     validate_call,
@@ -46,6 +51,52 @@ CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 
 MAX_CALL_BYTES = 1_048_576
 """Largest canonical call the gateway accepts, in bytes (``RATCHET_GATEWAY_MAX_BYTES`` overrides)."""
+
+
+_CACHED_SPECS = 256
+_specs: OrderedDict[str, tuple[TaskSpec, Toolset | None]] = OrderedDict()
+_specs_lock = threading.Lock()
+
+
+def run_spec(*, stored: Mapping[str, Any]) -> TaskSpec:
+    """The parsed task spec of a run from its stored copy (``run.spec["task"]``), parsed once.
+
+    A run's stored spec never changes, so the gateway keeps the last 256 parsed specs (and their
+    toolsets) by the digest of their JSON instead of re-validating and re-loading plug-ins on
+    every call; the engine still restores and checks its own copy under the lease (DESIGN.md
+    section 5.12).
+
+    Raises:
+        TaskSpecError / PluginError: as :meth:`TaskSpec.from_json`.
+    """
+    key = hashlib.sha256(json.dumps(stored, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    with _specs_lock:
+        found = _specs.get(key)
+        if found is not None:
+            _specs.move_to_end(key)
+            return found[0]
+    spec = TaskSpec.from_json(stored)
+    try:
+        toolset: Toolset | None = _toolset(spec)
+    except PlannerError:
+        toolset = None  # raised again, with its message, when a tool is asked for
+    with _specs_lock:
+        _specs[key] = (spec, toolset)
+        while len(_specs) > _CACHED_SPECS:
+            _specs.popitem(last=False)
+    return spec
+
+
+def _toolset(spec: TaskSpec) -> Toolset:
+    return toolset_for(spec.environment.adapter, entry=spec.environment.entry,
+                       options=spec.environment.options, allowed=tuple(spec.policy.allowed_actions))
+
+
+def _spec_toolset(spec: TaskSpec) -> Toolset:
+    """The toolset of ``spec``, cached with a spec from :func:`run_spec` (else built now)."""
+    with _specs_lock:
+        found = next((ts for sp, ts in _specs.values() if sp is spec), None)
+    return found if found is not None else _toolset(spec)
 
 
 @dataclass(frozen=True)
@@ -63,8 +114,7 @@ def run_tools(*, spec: TaskSpec, token_actions: list[str] | None = None) -> list
     Raises:
         PlannerError: the adapter declares no action the policy allows.
     """
-    toolset = toolset_for(spec.environment.adapter, entry=spec.environment.entry,
-                          options=spec.environment.options, allowed=tuple(spec.policy.allowed_actions))
+    toolset = _spec_toolset(spec)
     tools = []
     for entry in toolset.tools:
         fn = entry["function"]
@@ -92,8 +142,7 @@ def call_check(*, spec: TaskSpec, tool: str, arguments: Any, token_actions: list
     if size > max_bytes:
         raise GatewayPayloadTooLargeError(size_bytes=size, limit_bytes=max_bytes)
     try:
-        toolset = toolset_for(spec.environment.adapter, entry=spec.environment.entry,
-                              options=spec.environment.options, allowed=tuple(spec.policy.allowed_actions))
+        toolset = _spec_toolset(spec)
     except PlannerError as exc:
         raise GatewayUnknownActionError(f"the run offers no tools: {exc.message}") from None
     if not isinstance(tool, str) or (tool != FINISH and tool not in toolset.actions):

@@ -25,4 +25,20 @@ class Migration(migrations.Migration):
                                           related_name="gateway_tokens", to="runtime.run")),
             ],
         ),
+        migrations.AlterField(
+            model_name="gatewaytoken",
+            name="run",
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE,
+                                    related_name="gateway_tokens", to="runtime.run"),
+        ),
+        migrations.AddField(
+            model_name="gatewaytoken",
+            name="run_ids",
+            field=models.JSONField(blank=True, default=list),
+        ),
+        migrations.AddField(
+            model_name="gatewaytoken",
+            name="task_id",
+            field=models.CharField(blank=True, default="", max_length=200),
+        ),
     ]

@@ -131,11 +131,21 @@ def test_an_orphaned_git_child_keeps_the_repository_locked_until_it_exits(
         git_env: Env, tmp_path: Path) -> None:
     """The worker dies but its git child lives on (stopped here): recovery must wait for it,
     because only the inherited lock tells a live git from a stale lock file."""
-    action = _action(git_env, 0)
-    predicted = git_env.adapter.predict_post_state(action, blobs=git_env.blobs)
-    inside, child = _stop_inside_checkout(git_env, action, "key-0", tmp_path, random.Random(0),
-                                          kill_git=False)
-    assert inside and child is not None
+    # The stop lands inside git's checkout most of the time, not always (a loaded machine moves
+    # the moment): a round that missed must still recover cleanly, and the story needs one hit.
+    rng = random.Random(0)
+    for round_ in range(20):
+        action = _action(git_env, round_)
+        key = f"key-{round_}"
+        predicted = git_env.adapter.predict_post_state(action, blobs=git_env.blobs)
+        inside, child = _stop_inside_checkout(git_env, action, key, tmp_path, rng, kill_git=False)
+        if inside and child is not None:
+            break
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+            _gone(child)
+        _assert_recovered(git_env, action, key, predicted)
+    assert inside and child is not None, "no stop landed inside git's checkout in 20 rounds"
     try:
         with pytest.raises(AdapterBusyError):
             GitAdapter(git_env.path, lock_timeout=0.3)
@@ -144,4 +154,4 @@ def test_an_orphaned_git_child_keeps_the_repository_locked_until_it_exits(
         os.kill(child, signal.SIGKILL)
         _gone(child)
 
-    _assert_recovered(git_env, action, "key-0", predicted)
+    _assert_recovered(git_env, action, key, predicted)

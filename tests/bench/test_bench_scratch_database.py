@@ -38,3 +38,16 @@ def test_it_removes_its_scratch_database(quick_bench: BenchRun) -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_database WHERE datname = %s", [name])
             assert cursor.fetchone()[0] == 0
+
+
+def test_it_passes_only_the_bench_broker_through_to_its_child(monkeypatch, tmp_path: Path) -> None:
+    from runtime.bench.scratch import BROKER_ENV, scratch_env
+
+    monkeypatch.setenv(BROKER_ENV, "redis://127.0.0.1:6379/9")
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    monkeypatch.setenv("RATCHET_HWM_DATABASE_URL", "sqlite:///elsewhere.sqlite3")
+
+    env = scratch_env(scratch_dir=tmp_path, url="sqlite:///bench.sqlite3", marker="m")
+
+    assert env[BROKER_ENV] == "redis://127.0.0.1:6379/9"
+    assert "CELERY_BROKER_URL" not in env and "RATCHET_HWM_DATABASE_URL" not in env

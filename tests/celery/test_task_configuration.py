@@ -15,8 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 import sqlalchemy
-from kombu import Connection
 from django.conf import settings
+from kombu import Connection
 
 import runtime.settings as settings_module
 from runtime.celery import BrokerPolling, app

@@ -30,11 +30,18 @@ def _chaos(task: Path, tmp_path: Path, *args: str) -> dict:
 
 
 def test_it_kills_recovers_and_checks_every_run(long_task: Path, tmp_path: Path) -> None:
-    report = _chaos(long_task, tmp_path, "--runs", "1", "--kills", "2", "--recoverers", "2", "--seed", "7")
-
-    assert (report["returncode"], report["violations"], report["passed"]) == (0, [], True)
-    assert (report["runs"], report["completed"], report["duplicates"]) == (1, 1, 0)
-    assert report["kills"] >= 1 and report["recoveries_failed"] == 0
+    # Kill moments are drawn at random against the measured pace of the run, so on a fast machine
+    # a seed's only kill can come after the run finished; every attempt must pass its checks, and
+    # the story needs one attempt in which a kill landed.
+    for seed in ("7", "8", "9", "10"):
+        report = _chaos(long_task, tmp_path / seed, "--runs", "1", "--kills", "2", "--recoverers", "2",
+                        "--seed", seed)
+        assert (report["returncode"], report["violations"], report["passed"]) == (0, [], True)
+        assert (report["runs"], report["completed"], report["duplicates"]) == (1, 1, 0)
+        assert report["recoveries_failed"] == 0
+        if report["kills"] >= 1:
+            break
+    assert report["kills"] >= 1, "no kill landed in four seeded runs"
     assert report["recoveries_succeeded"] == report["recoveries"] >= 1
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from runtime.core.envelope import open_envelope, seal
 from runtime.core.signing import Keyring, SecretKey, Signature, TrustRoot, parse_keyring_spec
-from runtime.keys import reviewer_key_load
 from runtime.errors import RatchetError
+from runtime.keys import reviewer_key_load
 from tests.factories import make_state
 
 

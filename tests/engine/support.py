@@ -21,6 +21,7 @@ from runtime.checkpoints import checkpoint_restore
 from runtime.core.checkpoint import Action, VersionSet
 from runtime.models import Run, TraceEvent
 from runtime.planners.git_history import GitHistoryPlanner
+from runtime.regress_sources import hanging_git_install
 from runtime.session import _InitialObservation
 from runtime.taskspec import TaskSpec, scenario_fingerprint
 from tests.planners.gitrepo import BlobStore, git, observation
@@ -308,44 +309,10 @@ def outside_commit(repo: Path, message: str, *, all_tracked: bool = False) -> st
 
 # --- a git that hangs -----------------------------------------------------------------------
 
-HANGING_GIT = """#!/bin/sh
-# A git that hangs on `update-ref` for its first {limit} call(s): {when} the real ref update.
-for arg in "$@"; do
-  if [ "$arg" = update-ref ]; then
-    hangs=$(cat "{state}" 2>/dev/null | wc -l)
-    if [ "$hangs" -lt {limit} ]; then
-      echo hang >> "{state}"
-      {real_first}
-      exec sleep 60
-    fi
-  fi
-done
-exec "{git}" "$@"
-"""
-
-
 def install_hanging_git(directory: Path, *, limit: int, after_update: bool) -> Path:
-    """Write a ``git`` wrapper into ``directory`` and return the directory (prepend it to PATH).
-
-    The wrapper passes every call through to the real git, except the first ``limit`` calls of
-    ``git update-ref`` -- the git adapter's commit point. Those hang (``exec sleep``, so the
-    adapter's timeout kills the very process it started) either before the real ref update
-    (``after_update=False``: nothing committed) or right after it (``after_update=True``: the
-    commit landed, the caller never hears of it).
-    """
-    import shutil
-
-    real = shutil.which("git")
-    assert real is not None
-    directory.mkdir(parents=True, exist_ok=True)
-    script = directory / "git"
-    script.write_text(HANGING_GIT.format(
-        limit=limit, state=directory / "hangs", git=real,
-        when="after" if after_update else "before",
-        real_first=f'"{real}" "$@" >/dev/null 2>&1' if after_update else ":",
-    ), encoding="utf-8")
-    script.chmod(0o755)
-    return directory
+    """The git wrapper of ``runtime.regress_sources.hanging_git_install`` in ``directory``
+    (prepend the returned directory to PATH)."""
+    return hanging_git_install(directory, limit=limit, after_update=after_update)
 
 
 def hangs(directory: Path) -> int:

@@ -8,7 +8,6 @@ is refused by the fence: one effect, no second write.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from datetime import timedelta
 from pathlib import Path

@@ -17,17 +17,11 @@ import pytest
 from runtime.engine import run_advance
 from runtime.receipts import receipt_cache_put
 from tests.engine.support import restore, run_adapter, run_target
-from tests.helpers.procs import KILLED, child_env, run_manage
+from tests.helpers.procs import run_killed_at, run_manage
 from tests.planners.gitrepo import git
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-def _killed(task: Path, point: str) -> str:
-    killed = run_manage("run", str(task), "--no-progress",
-                        env=child_env(RATCHET_CRASH_AT=point, RATCHET_LEASE_SECONDS="1"))
-    assert killed.returncode == KILLED, killed.stderr
-    return killed.stdout.splitlines()[0].removeprefix("run ")
 
 
 def _stats(run_id: str) -> dict:
@@ -37,7 +31,7 @@ def _stats(run_id: str) -> dict:
 
 
 def test_it_counts_a_clean_resume_as_a_successful_recovery(replay_task: Path) -> None:
-    run_id = _killed(replay_task, "engine.after_execute:2")
+    run_id = run_killed_at(replay_task, "engine.after_execute:2")
 
     assert run_advance(run_id=run_id, wait_seconds=10).phase == "completed"
 
@@ -47,7 +41,7 @@ def test_it_counts_a_clean_resume_as_a_successful_recovery(replay_task: Path) ->
 
 
 def test_it_counts_a_resume_that_freezes_on_a_missing_receipt_as_failed(replay_task: Path) -> None:
-    run_id = _killed(replay_task, "engine.after_receipt_cache")
+    run_id = run_killed_at(replay_task, "engine.after_receipt_cache")
     pending = restore(run_id).state.pending
     # The cache row is written by the receipt commit itself (DESIGN.md section 4.3), so the kill
     # left none; put the adapter's receipt there, as a runtime that cached it first would have.
@@ -63,7 +57,7 @@ def test_it_counts_a_resume_that_freezes_on_a_missing_receipt_as_failed(replay_t
 
 
 def test_it_counts_a_resume_that_freezes_on_drift_as_failed(replay_task: Path) -> None:
-    run_id = _killed(replay_task, "engine.after_step_commit")
+    run_id = run_killed_at(replay_task, "engine.after_step_commit")
     (run_target(run_id) / "README.md").write_text("edited while the worker was dead\n")
 
     report = run_advance(run_id=run_id, wait_seconds=10)
@@ -74,7 +68,7 @@ def test_it_counts_a_resume_that_freezes_on_drift_as_failed(replay_task: Path) -
 
 
 def test_it_counts_a_recovery_that_froze_two_checkpoints_later_as_failed(replay_task: Path) -> None:
-    run_id = _killed(replay_task, "engine.after_step_commit")
+    run_id = run_killed_at(replay_task, "engine.after_step_commit")
     recovered = run_advance(run_id=run_id, wait_seconds=10, max_steps=1)  # proposes: not a write
     assert (recovered.recovered, recovered.phase) == (True, "pending")
     (run_target(run_id) / "README.md").write_text("edited before the recovered run wrote anything\n")
@@ -88,7 +82,7 @@ def test_it_counts_a_recovery_that_froze_two_checkpoints_later_as_failed(replay_
 
 
 def test_it_leaves_a_recovery_open_until_the_run_writes_or_freezes(replay_task: Path) -> None:
-    run_id = _killed(replay_task, "engine.after_step_commit")
+    run_id = run_killed_at(replay_task, "engine.after_step_commit")
 
     run_advance(run_id=run_id, wait_seconds=10, max_steps=1)
 

@@ -134,3 +134,17 @@ def test_no_token_appears_in_errors_logs_or_trace(client, gw, caplog):
     assert secret not in caplog.text
     for event in TraceEvent.objects.filter(run_id=gw.run_id):
         assert secret not in json.dumps(event.payload)
+
+
+def test_an_agent_token_lists_and_drives_its_tenants_runs_only(client, gw, tmp_path):
+    from runtime.gateway.tokens import token_issue_agent
+
+    mine = run_start(spec_path=write_external_task(tmp_path / "mine"), worker="starter", tenant_id="tenant-a")
+    theirs = run_start(spec_path=write_external_task(tmp_path / "theirs"), worker="starter", tenant_id="tenant-b")
+    issued = token_issue_agent(tenant_id="tenant-a", agent="bot", task_id="gateway-story")
+    listed = client.get("/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {issued.token}").json()
+    assert [r["run_id"] for r in listed] == [mine]
+    assert post(client, mine, NOTE, issued.token).status_code == 200
+    refused = post(client, theirs, NOTE, issued.token)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "token_scope"
+    assert issued.token not in refused.content.decode()

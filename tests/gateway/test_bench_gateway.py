@@ -19,3 +19,4 @@ def test_it_reports_overhead_and_throughput(tmp_path, ratchet_keys):
     assert [t["clients"] for t in report["throughput"]] == [1, 2]
     assert all(not t["errors"] for t in report["throughput"])
     assert "overhead (median)" in result.stdout
+    assert report["per_call"]["statements"] > 0 and report["per_call"]["transactions"] >= 3  # lease, intent, receipt

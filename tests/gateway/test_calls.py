@@ -12,7 +12,7 @@ from runtime.errors import (
     GatewayUnknownActionError,
 )
 from runtime.gateway.calls import call_submit
-from runtime.models import Run, TraceEvent
+from runtime.models import ReviewCase, Run, TraceEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,17 +38,36 @@ def test_it_gives_each_call_id_its_own_key(gw):
     assert gw.effects() == {a.idempotency_key: 1, b.idempotency_key: 1}
 
 
-def test_it_refuses_a_repeated_call_id_with_other_arguments_and_changes_nothing(gw):
+def test_it_freezes_the_run_when_an_executed_call_id_is_repeated_with_other_arguments(gw):
     first = call_submit(run_id=gw.run_id, call_id="c1", tool="write_file", arguments=NOTE, token=gw.token)
-    generation = Run.objects.get(run_id=gw.run_id).generation
     with pytest.raises(GatewayCallConflictError) as caught:
         call_submit(run_id=gw.run_id, call_id="c1", tool="write_file",
                     arguments={"path": "notes/a.txt", "content": "other\n"}, token=gw.token)
-    assert caught.value.code == "call_conflict"
+    assert caught.value.code == "call_conflict" and caught.value.context["frozen"] is True
     assert (gw.workspace / "notes/a.txt").read_text() == "hello\n"
     assert gw.effects() == {first.idempotency_key: 1}
     run = Run.objects.get(run_id=gw.run_id)
-    assert run.phase == "running" and run.generation == generation
+    assert run.phase == "needs_review"
+    [case] = ReviewCase.objects.filter(run_id=gw.run_id)
+    assert case.status == "open"
+    again = call_submit(run_id=gw.run_id, call_id="c1", tool="write_file", arguments=NOTE, token=gw.token)
+    assert again.repeated and again.receipt == first.receipt  # the original receipt still stands
+    assert gw.effects() == {first.idempotency_key: 1}
+
+
+def test_it_refuses_a_call_id_waiting_for_approval_repeated_with_other_arguments_and_changes_nothing(gw):
+    args = {"path": "config/limits.toml", "content": "max = 3\n"}
+    waiting = call_submit(run_id=gw.run_id, call_id="risky", tool="write_file", arguments=args, token=gw.token)
+    assert waiting.status == "waiting_for_approval"
+    generation = Run.objects.get(run_id=gw.run_id).generation
+    with pytest.raises(GatewayCallConflictError) as caught:
+        call_submit(run_id=gw.run_id, call_id="risky", tool="write_file",
+                    arguments={"path": "config/limits.toml", "content": "max = 9\n"}, token=gw.token)
+    assert "frozen" not in caught.value.context
+    run = Run.objects.get(run_id=gw.run_id)
+    assert run.phase == "awaiting_approval" and run.generation == generation
+    assert not ReviewCase.objects.filter(run_id=gw.run_id).exists()
+    assert gw.effects() == {}
 
 
 def test_it_waits_for_an_approval_then_executes_the_same_call_id_once(gw):

@@ -4,8 +4,9 @@ Real processes: ``manage.py gateway`` (streamable HTTP on loopback) killed at an
 point while it executes a tool call (``RATCHET_CRASH_AT``, lease 1 s), and the example MCP client
 (``tests/gateway_clients/mcp_agent.py``) that dies with it. Both are started again; the next
 call is admitted only after the usual recovery settled the write in flight, and the workspace
-adapter's own journal holds exactly one write per call id. SQLite here; the same story must also
-pass on PostgreSQL (run it with ``DATABASE_URL=postgres://...``).
+adapter's own journal holds exactly one write per call id. Crash points inside the adapter's own
+write (``workspace.*``) are in the matrix; SQLite here, and the ``postgres``-marked variant runs
+in the PostgreSQL pass (``DATABASE_URL=postgres://...``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.idempotency import derive_key
+from runtime.models import TraceEvent
 from tests.helpers.procs import MANAGE, ROOT, child_env, events
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -62,13 +64,28 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     proc.communicate(timeout=30)
 
 
+ADAPTER_POINTS = ("workspace.after_prepare:2", "workspace.before_rename:2", "workspace.after_write:2")
+"""Crash points inside the workspace adapter's own write (the second write, call ``note-1``)."""
+
+
 @pytest.mark.parametrize("point", [
     "engine.after_execute:2",  # the quick variant: the effect happened, its receipt was not recorded
+    "workspace.after_rename:2",  # inside the adapter: the file is in place, the adapter's journal says nothing
     *(pytest.param(p, marks=pytest.mark.slow) for p in (
         "engine.before_propose:2", "engine.after_intent_commit:2", "engine.before_execute:2",
-        "engine.after_receipt_cache:2", "engine.after_step_commit:2")),
+        "engine.after_receipt_cache:2", "engine.after_step_commit:2", *ADAPTER_POINTS)),
 ])
 def test_it_has_one_effect_per_call_id_after_the_gateway_is_killed_mid_call(gw, point):
+    _killed_mid_call_story(gw, point)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("point", ["workspace.after_rename:2", "engine.after_execute:2"])
+def test_it_has_one_effect_per_call_id_after_the_gateway_is_killed_mid_call_on_postgres(gw, point):
+    _killed_mid_call_story(gw, point)
+
+
+def _killed_mid_call_story(gw, point: str) -> None:
     port = _free_port()
     doomed = _start_gateway(port, RATCHET_CRASH_AT=point)
     first = _client(port, gw.token)
@@ -91,6 +108,15 @@ def test_it_has_one_effect_per_call_id_after_the_gateway_is_killed_mid_call(gw, 
     assert gw.effects() == {key: 1 for key in keys}
     for i in range(CALLS):
         assert (gw.workspace / f"notes/{i}.txt").read_text() == f"note {i}\n"
+    if point.startswith(("workspace.", "engine.after_execute", "engine.before_execute")):
+        # The killed call's intent was committed: the write in flight is settled by recovery
+        # before the next call's intent is admitted.
+        seqs = list(TraceEvent.objects.filter(run_id=gw.run_id, event_type="intent.proposed")
+                    .order_by("seq").values_list("seq", flat=True))
+        recovered = list(TraceEvent.objects.filter(run_id=gw.run_id, event_type="recovery.succeeded")
+                         .values_list("seq", flat=True))
+        assert len(seqs) == CALLS
+        assert any(seqs[1] < seq < seqs[2] for seq in recovered), (seqs, recovered)
 
 
 @pytest.mark.slow

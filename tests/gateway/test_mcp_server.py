@@ -60,3 +60,23 @@ def test_a_revoked_token_gets_no_tools_and_no_calls(gw):
     result = _session(gw.token, call)
     assert result.is_error and result.structured_content["error"]["code"] == "token_invalid"
     assert gw.effects() == {}
+
+
+def test_an_agent_token_names_its_run_and_is_refused_without_one(gw):
+    from runtime.gateway.tokens import token_issue_agent
+
+    issued = token_issue_agent(tenant_id=Run.objects.get(run_id=gw.run_id).tenant_id, agent="bot",
+                               run_ids=[gw.run_id])
+
+    async def call(client):
+        return await client.call_tool("write_file", {"call_id": "a1", "path": "notes/a.txt", "content": "a\n"})
+
+    async def with_run():
+        async with Client(gateway_server(stdio_token=issued.token, stdio_run=gw.run_id)) as client:
+            return await call(client)
+
+    refused = _session(issued.token, call)
+    assert refused.is_error and refused.structured_content["error"]["code"] == "token_scope"
+    done = anyio.run(with_run)
+    assert not done.is_error and done.structured_content["status"] == "executed"
+    assert list(gw.effects().values()) == [1]

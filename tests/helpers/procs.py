@@ -158,3 +158,13 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.005)
+
+
+def run_killed_at(task: Path, point: str) -> str:
+    """Start ``task`` with ``manage.py run`` in a child armed to SIGKILL itself at crash point
+    ``point`` (``name`` or ``name:hit``) with a 1-second lease; return the run id it announced."""
+    killed = run_manage("run", str(task), "--no-progress",
+                        env=child_env(RATCHET_CRASH_AT=point, RATCHET_LEASE_SECONDS="1"))
+    if killed.returncode != KILLED:
+        raise AssertionError(f"the run was not killed at {point}: {killed.stderr[-500:]}")
+    return killed.stdout.splitlines()[0].removeprefix("run ")

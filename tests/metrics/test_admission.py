@@ -22,16 +22,10 @@ from runtime.errors import AdmissionClosedError
 from runtime.models import AdmissionDecision, Run
 from runtime.trace import trace_append
 from tests.engine.support import run_target, write_scripted_task
-from tests.helpers.procs import KILLED, child_env, run_manage
+from tests.helpers.procs import run_killed_at, run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-def _killed(task: Path, point: str) -> str:
-    killed = run_manage("run", str(task), "--no-progress",
-                        env=child_env(RATCHET_CRASH_AT=point, RATCHET_LEASE_SECONDS="1"))
-    assert killed.returncode == KILLED, killed.stderr
-    return killed.stdout.splitlines()[0].removeprefix("run ")
 
 
 def _dashboard(name: str) -> str:
@@ -74,7 +68,7 @@ def test_it_stops_new_runs_at_the_first_duplicate_and_reopens_on_a_signed_decisi
 
 def test_it_stops_new_runs_when_the_recovery_success_rate_drops(replay_task: Path, settings) -> None:
     settings.RATCHET_ADMISSION_MIN_RECOVERIES = 1
-    run_id = _killed(replay_task, "engine.after_step_commit")
+    run_id = run_killed_at(replay_task, "engine.after_step_commit")
     (run_target(run_id) / "README.md").write_text("edited while the worker was dead\n")
     assert run_advance(run_id=run_id, wait_seconds=10).phase == "needs_review"
 
@@ -87,7 +81,7 @@ def test_it_stops_new_runs_when_the_recovery_success_rate_drops(replay_task: Pat
 
 def test_it_stops_new_runs_when_recoveries_take_too_long(replay_task: Path, settings) -> None:
     tenant_task = None
-    run_id = _killed(replay_task, "engine.after_execute:2")
+    run_id = run_killed_at(replay_task, "engine.after_execute:2")
     assert run_advance(run_id=run_id, wait_seconds=10).phase == "completed"
     tenant_task = "/".join(_scope(run_id))
     settings.RATCHET_ADMISSION_THRESHOLDS = json.dumps({tenant_task: {"min_recoveries": 1,

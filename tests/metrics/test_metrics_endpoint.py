@@ -17,16 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from runtime.engine import run_advance, run_start
 from runtime.stats import recovery_stats
 from tests.engine.support import run_target
-from tests.helpers.procs import KILLED, child_env, run_manage
+from tests.helpers.procs import run_killed_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-def _killed(task: Path, point: str) -> str:
-    killed = run_manage("run", str(task), "--no-progress",
-                        env=child_env(RATCHET_CRASH_AT=point, RATCHET_LEASE_SECONDS="1"))
-    assert killed.returncode == KILLED, killed.stderr
-    return killed.stdout.splitlines()[0].removeprefix("run ")
 
 
 def _scrape(client: Client, **headers: str) -> dict[str, float]:
@@ -44,9 +38,9 @@ def _scrape(client: Client, **headers: str) -> dict[str, float]:
 
 
 def test_it_serves_the_counters_recovery_stats_computes(replay_task: Path, workspace_task: Path) -> None:
-    clean = _killed(replay_task, "engine.after_execute:2")
+    clean = run_killed_at(replay_task, "engine.after_execute:2")
     assert run_advance(run_id=clean, wait_seconds=10).phase == "completed"
-    frozen = _killed(replay_task, "engine.after_step_commit")
+    frozen = run_killed_at(replay_task, "engine.after_step_commit")
     run_advance(run_id=frozen, wait_seconds=10, max_steps=1)
     (run_target(frozen) / "README.md").write_text("edited before the recovered run wrote anything\n")
     assert run_advance(run_id=frozen, wait_seconds=10).phase == "needs_review"

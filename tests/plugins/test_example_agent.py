@@ -60,7 +60,9 @@ def test_it_pins_which_package_provided_each_plugin(tmp_path: Path) -> None:
     run_id = _finish(notes_task(tmp_path, notes=1))
 
     pins = Run.objects.get(run_id=run_id).spec["plugins"]
-    assert pins["planner"] == {"name": "note-taker", "entry": "ratchet_example_agent.planner:NoteTaker",
-                               "distribution": "ratchet-example-agent", "version": "0.1.0"}
+    planner = dict(pins["planner"])
+    assert planner.pop("code_digest").startswith("sha256:")
+    assert planner == {"name": "note-taker", "entry": "ratchet_example_agent.planner:NoteTaker",
+                       "distribution": "ratchet-example-agent", "version": "0.1.0"}
     assert pins["adapter"]["distribution"] == "ratchet-example-agent"
     assert trace_events(run_id, "run.started")[0]["plugins"] == pins

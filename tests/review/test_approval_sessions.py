@@ -10,9 +10,10 @@ from django.test import Client
 from django.urls import reverse
 
 import runtime.approvals
-from tests.review.conftest import PASSWORD
+from review.scope import scope_set
 from runtime.leases import lease_acquire, lease_release
 from runtime.models import ReviewCase
+from tests.review.conftest import PASSWORD
 from tests.review.stories import (
     conflict_run,
     events,
@@ -34,6 +35,7 @@ def _approver_without_refresh(django_user_model) -> Client:  # type: ignore[no-u
     user = django_user_model.objects.create_user(username="approve-only", password="x")
     user.user_permissions.add(*Permission.objects.filter(
         content_type__app_label="review", codename__in=["view_runs", "approve_action"]))
+    scope_set(user=user, all_tenants=True)
     client = Client()
     client.force_login(user)
     return client

@@ -44,6 +44,8 @@ MATRIX: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
     "cases": (DECIDE, ("cases",)),
     "case": (DECIDE, ()),
     "run-tokens": (OPERATE, ()),
+    "workers": (OPERATE, ()),
+    "passkeys": (DECIDE, ()),
 }
 # MATRIX pages that also take a change by POST (with CSRF): 303 when the change goes through
 POSTABLE_PAGES: dict[str, dict[str, int]] = {
@@ -57,6 +59,16 @@ ACTIONS: dict[str, dict[str, int]] = {
     "run-cancel": {**OPERATE, "operator": 303, "admin": 303},
     "decide": {**DECIDE, "reviewer": 303, "admin": 303},
 }
+# Passkey ceremony endpoints (JSON, POST only): the status of a POST with a valid CSRF token and
+# an empty body; 400 means the role got through and the body was refused as incomplete.
+# None of them signs anything without an authenticator's answer.
+CEREMONIES: dict[str, dict[str, int]] = {
+    "passkey-options": {**DECIDE, "reviewer": 200, "admin": 200},
+    "passkey-register": {**DECIDE, "reviewer": 400, "admin": 400},
+    "decide-passkey-options": {**DECIDE, "reviewer": 400, "admin": 400},
+    # The decision page's script follows a JSON redirect; the refusal travels as a message.
+    "decide-passkey": {**DECIDE, "reviewer": 200, "admin": 200},
+}
 EXPECTED_PERMISSION = {
     "runs": Perm.VIEW_RUNS,
     "run": Perm.VIEW_RUNS,
@@ -68,6 +80,12 @@ EXPECTED_PERMISSION = {
     "cases": Perm.DECIDE_CASE,
     "case": Perm.DECIDE_CASE,
     "run-tokens": Perm.CANCEL_RUN,
+    "workers": Perm.CANCEL_RUN,
+    "passkeys": Perm.DECIDE_CASE,
+    "passkey-options": Perm.DECIDE_CASE,
+    "passkey-register": Perm.DECIDE_CASE,
+    "decide-passkey-options": Perm.DECIDE_CASE,
+    "decide-passkey": Perm.DECIDE_CASE,
     "approve": Perm.APPROVE_ACTION,
     "refresh": Perm.REFRESH_APPROVAL,
     "deny": Perm.DENY_ACTION,
@@ -101,6 +119,12 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "run-cancel": reverse("review:run-cancel", args=["run-matrix"]),
         "decide": reverse("review:decide", args=["case-matrix"]),
         "run-tokens": reverse("review:run-tokens", args=["run-matrix"]),
+        "workers": reverse("review:workers"),
+        "passkeys": reverse("review:passkeys"),
+        "passkey-options": reverse("review:passkey-options"),
+        "passkey-register": reverse("review:passkey-register"),
+        "decide-passkey-options": reverse("review:decide-passkey-options", args=["case-matrix"]),
+        "decide-passkey": reverse("review:decide-passkey", args=["case-matrix"]),
     }
 
 
@@ -167,7 +191,7 @@ def _review_patterns() -> list[URLPattern]:
 
 def test_every_dashboard_url_is_in_the_matrix() -> None:
     names = {p.name for p in _review_patterns()}
-    assert names == set(MATRIX) | set(ACTIONS), (
+    assert names == set(MATRIX) | set(ACTIONS) | set(CEREMONIES), (
         "add new dashboard URLs to MATRIX or ACTIONS with their expected status codes"
     )
 
@@ -268,6 +292,21 @@ def test_it_refuses_to_change_anything_through_read_pages(
     assert response.status_code == (405 if expected == 200 else expected)
 
 
+@pytest.mark.parametrize("persona", PERSONAS)
+@pytest.mark.parametrize("name", sorted(CEREMONIES))
+def test_it_lets_only_reviewers_start_a_passkey_ceremony(
+    client_for, urls, name: str, persona: str
+) -> None:
+    expected = CEREMONIES[name][persona]
+    client = client_for(persona, enforce_csrf_checks=True)
+    response = client.post(urls[name], {"csrfmiddlewaretoken": _csrf_token(client)})
+    assert response.status_code == expected, response.content[:300]
+    if expected == 302:
+        assert unquote(response["Location"]).startswith(f"/accounts/login/?next={urls[name]}")
+    if persona == "reviewer":
+        assert client.get(urls[name]).status_code == 405, "a ceremony never starts on GET"
+
+
 def _live_tokens() -> set[str]:
     return set(GatewayToken.objects.filter(run_id="run-matrix", revoked_at__isnull=True)
                .values_list("token_id", flat=True))
@@ -325,3 +364,199 @@ def test_sign_in_and_sign_out_answer_every_persona(client_for, persona: str) -> 
     assert client.get(reverse("logout")).status_code == 405
     assert client.post(reverse("logout")).status_code == 302
     assert client.get(reverse("review:runs")).status_code == 302, "signed out afterwards"
+
+
+# --- the tenant dimension (DESIGN.md section 6.6) ---------------------------------------------
+# A user scoped to tenant A gets 404 (never 403: the dashboard does not confirm that a run
+# exists) for every run, case, approval, download and action URL of tenant B, and the lists,
+# badges and counts leave B out. Users without the URL's permission still get 403 first.
+
+TENANT_A, TENANT_B = "tenant-a", "tenant-b"
+SCOPED = ("operator", "reviewer", "admin")
+
+
+def _waiting_run(keyring, *, run_id: str, tenant: str, blob: str):  # type: ignore[no-untyped-def]
+    from runtime.core.checkpoint import Phase as CorePhase
+    from runtime.core.checkpoint import StopReason
+    from tests.review.rows import add_events, pending_state
+
+    state = pending_state(make_state(run_id=run_id), attachments=[blob])
+    state.phase = CorePhase.AWAITING_APPROVAL
+    state.stop_reason = StopReason.APPROVAL_REQUIRED
+    run = build_run(keyring, run_id=run_id, phase="awaiting_approval", state=state,
+                    tenant=tenant, stop_reason="approval_required", owner_worker="")
+    diff = attachment_put(data=f"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-{run_id}\n+new\n".encode(),
+                          content_type="text/x-diff")
+    add_events(run, 1, event_type="intent.proposed", payload={
+        "idempotency_key": state.pending.idempotency_key,
+        "intent_digest": state.pending.intent_digest, "dry_run_diff": diff})
+    return run, diff
+
+
+@pytest.fixture
+def tenants(checkpoint_keyring, personas, django_user_model):  # type: ignore[no-untyped-def]
+    """Runs, cases, approvals, attachments and tokens in tenants A and B, and the three roles
+    scoped to A (``operator-a``, ``reviewer-a``, ``admin-a``: in their group, narrowed by their
+    own scope row)."""
+    from django.contrib.auth.models import Group
+
+    from review.scope import scope_set
+
+    made = {}
+    for tenant in (TENANT_A, TENANT_B):
+        blob = attachment_put(data=f"screenshot of {tenant}".encode(), content_type="image/png")
+        run, diff = _waiting_run(checkpoint_keyring, run_id=f"run-{tenant}", tenant=tenant,
+                                 blob=blob)
+        # Closed, so its page does not observe an environment these rows do not have.
+        ReviewCase.objects.create(case_id=f"case-{tenant}", run=run, status="aborted",
+                                  reason="receipt_conflict", decided_by="someone")
+        token_issue(run_id=run.run_id, agent=f"agent-{tenant}")
+        made[tenant] = {"run": run.run_id, "case": f"case-{tenant}", "blob": blob, "diff": diff}
+    users = {}
+    for role in SCOPED:
+        user = django_user_model.objects.create_user(username=f"{role}-a", password=PASSWORD)
+        user.groups.add(Group.objects.get(name=role))
+        scope_set(user=user, tenant_ids=[TENANT_A])
+        users[role] = user
+    made["users"] = users
+    return made
+
+
+def _tenant_urls(made: dict, tenant: str) -> dict[str, str]:
+    run, case, blob, diff = (made[tenant][k] for k in ("run", "case", "blob", "diff"))
+    return {
+        "run": reverse("review:run", args=[run]),
+        "run-bundle": reverse("review:run-bundle", args=[run]),
+        "run-tokens": reverse("review:run-tokens", args=[run]),
+        "attachment": reverse("review:attachment", args=[blob]) + f"?run={run}",
+        "attachment-diff": reverse("review:attachment", args=[diff]) + f"?run={run}",
+        "attachment-bare": reverse("review:attachment", args=[blob]),
+        "case": reverse("review:case", args=[case]),
+        "approve": reverse("review:approve", args=[run]),
+        "refresh": reverse("review:refresh", args=[run]),
+        "deny": reverse("review:deny", args=[run]),
+        "run-cancel": reverse("review:run-cancel", args=[run]),
+        "decide": reverse("review:decide", args=[case]),
+    }
+
+
+def _url_perm(name: str) -> Perm:
+    return EXPECTED_PERMISSION[name.removesuffix("-diff").removesuffix("-bare")]
+
+
+def _has(role: str, perm: Perm) -> bool:
+    from review.roles import ROLE_PERMS
+
+    return perm in ROLE_PERMS[role]
+
+
+def _scoped_client(made: dict, role: str, **kwargs: object) -> Client:
+    client = Client(**kwargs)
+    client.force_login(made["users"][role])
+    return client
+
+
+@pytest.mark.parametrize("role", SCOPED)
+def test_it_answers_404_for_every_url_of_another_tenant(tenants, services, role: str) -> None:
+    client = _scoped_client(tenants, role, enforce_csrf_checks=True)
+    csrf = _csrf_token(client)
+    for name, url in _tenant_urls(tenants, TENANT_B).items():
+        expected = 404 if _has(role, _url_perm(name)) else 403
+        if name in ACTIONS or name == "run-tokens":
+            data = {**_action_data(name), "csrfmiddlewaretoken": csrf}
+            if name == "run-tokens":
+                data["token_id"] = "x"
+            response = client.post(url, data)
+            assert response.status_code == expected, (name, "POST", response.status_code)
+        if name not in ACTIONS:
+            response = client.get(url)
+            assert response.status_code == expected, (name, "GET", response.status_code)
+            response = client.get(url, headers={"HX-Request": "true", "HX-Target": "run-status"})
+            assert response.status_code == expected, (name, "htmx", response.status_code)
+    assert services == [], "no runtime service was called for another tenant's run"
+
+
+@pytest.mark.parametrize("role", SCOPED)
+def test_it_serves_the_same_urls_of_the_users_own_tenant(tenants, role: str) -> None:
+    client = _scoped_client(tenants, role)
+    for name, url in _tenant_urls(tenants, TENANT_A).items():
+        if name in ACTIONS or name == "attachment-bare":
+            continue
+        expected = 200 if _has(role, _url_perm(name)) else 403
+        assert client.get(url).status_code == expected, name
+
+
+def test_it_links_a_scoped_users_attachments_through_their_run(tenants) -> None:
+    client = _scoped_client(tenants, "operator")
+    own = tenants[TENANT_A]
+    link = reverse("review:attachment", args=[own["blob"]]) + f"?run={own['run']}"
+    assert f'href="{link}"' in client.get(reverse("review:run", args=[own["run"]])).content.decode()
+    assert client.get(link).status_code == 200
+    diff = reverse("review:attachment", args=[own["diff"]]) + f"?run={own['run']}"
+    assert client.get(diff).status_code == 200, "a dry-run diff named by the run's trace"
+
+
+def test_it_refuses_a_bare_attachment_digest_to_a_scoped_user_but_not_to_an_all_tenants_admin(
+    tenants, client_for
+) -> None:
+    """A digest is content-addressed and shared by every tenant, so a scoped user downloads
+    only through a run of their own that references it."""
+    bare = _tenant_urls(tenants, TENANT_A)["attachment-bare"]
+    assert _scoped_client(tenants, "operator").get(bare).status_code == 404
+    assert client_for("admin").get(bare).status_code == 200
+    cross = reverse("review:attachment", args=[tenants[TENANT_B]["blob"]]) + (
+        f"?run={tenants[TENANT_A]['run']}")
+    assert _scoped_client(tenants, "operator").get(cross).status_code == 404, (
+        "a run of one's own tenant does not open another tenant's attachment")
+
+
+def _page(client: Client, name: str, **query: str) -> str:
+    url = reverse(f"review:{name}")
+    return client.get(url, query).content.decode()
+
+
+@pytest.mark.parametrize("role", SCOPED)
+def test_it_leaves_other_tenants_out_of_lists_and_badges(tenants, role: str) -> None:
+    from django.contrib.auth import get_user_model
+
+    from review.queries.live import nav_counts
+
+    ReviewCase.objects.update(status="open")  # the badges count open cases
+    client = _scoped_client(tenants, role)
+    run_a, run_b = tenants[TENANT_A]["run"], tenants[TENANT_B]["run"]
+    runs = _page(client, "runs")
+    assert run_a in runs and run_b not in runs
+    assert TENANT_B not in _page(client, "runs"), "not even as a filter suggestion"
+    if _has(role, Perm.APPROVE_ACTION):
+        approvals = _page(client, "approvals")
+        assert run_a in approvals and run_b not in approvals
+    if _has(role, Perm.DECIDE_CASE):
+        cases = _page(client, "cases")
+        assert "case-tenant-a" in cases and "case-tenant-b" not in cases
+    if _has(role, Perm.VIEW_TRACE):
+        trace = client.get(reverse("review:trace")).context["result"]
+        assert {e.run_id for e in trace.events} == {run_a}
+        assert client.get(reverse("review:trace"), {"run": run_b}).context["result"].events == []
+    counts = nav_counts(user=tenants["users"][role])
+    assert (counts.approvals, counts.cases) == (1, 1)
+    everyone = nav_counts(user=get_user_model().objects.get(username="admin"))
+    assert (everyone.approvals, everyone.cases) == (2, 2), "the unscoped admin sees both"
+
+
+def test_it_polls_lists_without_other_tenants_changes(tenants) -> None:
+    """A poll token covers only the user's tenants: a change in B is not a change for A."""
+    from review.queries.live import approvals_token, nav_counts
+
+    user = tenants["users"]["operator"]
+    before = approvals_token(nav_counts(user=user), user=user)
+    ReviewCase.objects.filter(case_id="case-tenant-b").update(status="aborted")
+    from runtime.models import Run
+
+    Run.objects.filter(run_id=tenants[TENANT_B]["run"]).update(phase="cancelled")
+    assert approvals_token(nav_counts(user=user), user=user) == before
+
+
+def test_it_counts_only_the_users_tenants_on_the_health_page(tenants, client_for) -> None:
+    health = _scoped_client(tenants, "operator").get(reverse("review:health")).context["health"]
+    assert health.total_runs == 1
+    assert client_for("admin").get(reverse("review:health")).context["health"].total_runs == 2

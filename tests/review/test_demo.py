@@ -21,8 +21,8 @@ from runtime.demo.reset import demo_reset
 from runtime.demo.scenarios import MIN_COMMITS
 from runtime.demo.seeding import DEMO_ORDER, demo_seed
 from runtime.demo.services import DemoServices
-from runtime.errors import DemoSetupError
 from runtime.engine import run_advance, run_start
+from runtime.errors import DemoSetupError
 from runtime.models import Checkpoint, ReviewCase, Run, TraceEvent
 from tests.engine.support import restore
 from tests.factories import write_scripted_task

@@ -46,6 +46,9 @@ class Command(BaseCommand):
         self.stdout.write(f"  direct adapter write   median {d['median_ms']} ms  p95 {d['p95_ms']} ms")
         self.stdout.write(f"  gateway call           median {g['median_ms']} ms  p95 {g['p95_ms']} ms")
         self.stdout.write(f"  overhead (median)      {report['overhead_median_ms']} ms")
+        if "per_call" in report:
+            self.stdout.write(f"  one gateway call       {report['per_call']['statements']} statements, "
+                              f"{report['per_call']['transactions']} committed transactions")
         for t in report["throughput"]:
             self.stdout.write(f"  {t['clients']:>3} clients: {t['calls_per_second']} calls/s "
                               f"({t['calls']} calls in {t['seconds']} s){' errors: ' + ','.join(t['errors']) if t['errors'] else ''}")

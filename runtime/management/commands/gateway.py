@@ -31,7 +31,7 @@ class Command(BaseCommand):
             token = os.environ.get("RATCHET_GATEWAY_TOKEN", "")
             if not token:
                 raise CommandError(str(missing_token_error()))
-            server = gateway_server(stdio_token=token)
+            server = gateway_server(stdio_token=token, stdio_run=os.environ.get("RATCHET_GATEWAY_RUN") or None)
 
             async def serve() -> None:
                 async with stdio_server() as (read, write):

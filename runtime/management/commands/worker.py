@@ -5,6 +5,10 @@ file under ``var/``), no separate beat. It is a thin wrapper around::
 
     celery -A runtime worker -B --schedule <var>/celerybeat-schedule --concurrency N --loglevel info
 
+``--combinations ID,...`` makes it a worker of those version combinations (DESIGN.md section
+8.4): it consumes their queues ``ratchet.c.<12 hex>`` (and the default queue only if one of them
+is active), so it only takes runs pinned to them.
+
 In production run ``celery -A runtime worker`` on every machine and exactly ONE
 ``celery -A runtime beat``: beat inside every worker would send one sweep per worker per period
 (safe, since a duplicate message is a no-op, but wasted work).
@@ -48,17 +52,27 @@ class Command(BaseCommand):
         parser.add_argument("--pool", default="prefork", choices=["prefork", "solo"])
         parser.add_argument("--queues", default=None,
                             help="comma-separated queues (default CELERY_TASK_DEFAULT_QUEUE)")
+        parser.add_argument("--combinations", default=None,
+                            help="comma-separated combination ids (or unique prefixes) this worker runs")
         parser.add_argument("--hostname", default=None, help="node name (default celery@<host>)")
         parser.add_argument("--no-beat", action="store_true",
                             help="do not embed the sweeper (another process runs `celery beat`)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         from runtime.celery import app
+        from runtime.combinations import combination_get, combination_queue
 
+        queues = options["queues"] or settings.CELERY_TASK_DEFAULT_QUEUE
+        if options["combinations"]:
+            combos = [combination_get(combination_id=c.strip()) for c in options["combinations"].split(",") if c.strip()]
+            names = [combination_queue(c.combination_id) for c in combos]
+            if any(c.state == "active" for c in combos):
+                names.append(settings.CELERY_TASK_DEFAULT_QUEUE)
+            queues = ",".join(names)
         argv = worker_argv(
             concurrency=options["concurrency"], loglevel=options["loglevel"], pool=options["pool"],
             beat=not options["no_beat"],
-            queues=options["queues"] or settings.CELERY_TASK_DEFAULT_QUEUE,
+            queues=queues,
             hostname=options["hostname"], broker_url=settings.CELERY_BROKER_URL,
         )
         app.worker_main(argv=argv)
