@@ -100,6 +100,7 @@ class Run(models.Model):
             models.Index(fields=["-created_at", "-run_id"], name="run_list_order"),
             models.Index(fields=["phase", "-created_at", "-run_id"], name="run_phase_list_order"),
             models.Index(fields=["phase", "updated_at", "run_id"], name="run_phase_updated"),
+            models.Index(fields=["-updated_at", "-run_id"], name="run_updated_order"),
         ]
 
     def __str__(self) -> str:
@@ -332,6 +333,8 @@ class MetricCounter(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["name", "tenant_id", "task_id", "label", "window_start"],
                                                name="metric_counter_cell")]
+        # The health page's charts and the admission window read recent buckets only.
+        indexes = [models.Index(fields=["window_start", "name"], name="metric_counter_window")]
 
     def __str__(self) -> str:
         return f"{self.name}{{{self.tenant_id}/{self.task_id} {self.label}}}@{self.window_start}={self.value}"

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     # The review chain is unchanged; auth and the user model are added because the scope rows
     # point at users and groups.
     dependencies = [
-        ("review", "0002_reviewer_keys"),
+        ("review", "0001_initial"),
         ("auth", "0012_alter_user_first_name_max_length"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runtime", "0008_evidence_keys")]
+    dependencies = [("runtime", "0007_page_indexes")]
 
     operations = [
         migrations.CreateModel(

@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("review", "0003_dashboard_scope")]
+    dependencies = [("review", "0002_dashboard_scope")]
 
     operations: list = [
         migrations.CreateModel(

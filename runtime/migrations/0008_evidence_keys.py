@@ -1,9 +1,0 @@
-"""Reserved migration slot (filled by the work it is named for; empty operations are a no-op)."""
-
-from django.db import migrations
-
-
-class Migration(migrations.Migration):
-    dependencies = [("runtime", "0007_page_indexes")]
-
-    operations: list = []
