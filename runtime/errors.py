@@ -209,7 +209,7 @@ class GatewayError(RatchetError):
 class GatewayTokenError(GatewayError):
     code, status = "token_invalid", 401
     default_message = "the token is unknown, revoked or expired"
-    hint = "ask an operator for a new token (`manage.py gateway_tokens issue`); retrying will not help"
+    hint = "ask an operator for a new token (`manage.py gateway-tokens issue`); retrying will not help"
 
 
 class GatewayScopeError(GatewayError):

@@ -128,7 +128,18 @@ ERRORS: dict[int, Any] = {s: ErrorOut for s in (400, 401, 403, 409, 413, 422, 42
 def runs(request: HttpRequest) -> list[dict[str, Any]]:
     """The runs this token may act on: its run, or a per-agent token's runs of its tenant."""
     row = token_authorise(token=request.auth)
-    return [run_status(run_id=run_id, token=request.auth) for run_id in token_runs(row=row)]
+    listed = []
+    for run_id in token_runs(row=row):
+        try:
+            listed.append(run_status(run_id=run_id, token=request.auth))
+        except GatewayError:
+            raise  # the token itself was refused: the whole answer is that refusal
+        except RatchetError as exc:
+            # One run whose spec or state cannot be read must not hide the token's other runs.
+            listed.append({"run_id": run_id, "error": {"code": "run_unreadable",
+                                                       "message": f"{type(exc).__name__}: {exc.message}",
+                                                       "hint": exc.hint, "retryable": exc.retryable}})
+    return listed
 
 
 @api.get("/runs/{run_id}", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from runtime.checkpoints import checkpoint_verify
-from runtime.core.checkpoint import TERMINAL_PHASES, Phase, RunState
+from runtime.core.checkpoint import Phase, RunState
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
@@ -46,7 +46,9 @@ class CallResult:
 
     Attributes:
         status: ``"executed"`` (the receipt is here), ``"waiting_for_approval"`` (a human must
-            approve in the dashboard, then repeat the same call id) or ``"finished"`` (the run ended).
+            approve in the dashboard, then repeat the same call id) or ``"finished"`` (the run
+            completed; a run that ended failed or cancelled answers ``finish`` with
+            :class:`GatewayRunStoppedError`).
         repeated: True when the call id was already recorded and nothing new was executed.
     """
 
@@ -126,7 +128,7 @@ def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
     state: RunState = call.session.state if call.session is not None else checkpoint_verify(run_id=run_id).state
     phase = state.phase
     if call.action["kind"] == FINISH:
-        if phase in TERMINAL_PHASES:
+        if phase == Phase.COMPLETED:
             return CallResult(status="finished", run_id=run_id, call_id=call_id, phase=phase.value,
                               stop_reason=_reason(state), detail=state.stop_detail or "",
                               repeated=call.session is None)

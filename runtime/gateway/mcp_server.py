@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from django.db import close_old_connections
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams, TextContent, Tool
 
 from runtime.errors import GatewayError, GatewayScopeError, GatewayTokenError, RatchetError
@@ -28,6 +29,9 @@ from runtime.gateway.tokens import token_authorise
 
 CALL_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
                   "description": "your own id for this call; repeating it never repeats the effect"}
+
+GATEWAY_REFUSED = -32001
+"""JSON-RPC error code (implementation-defined range) of a ``tools/list`` the gateway refused."""
 
 
 def error_json(exc: RatchetError) -> dict[str, Any]:
@@ -101,7 +105,10 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
         try:
             found = await _in_thread(status)
         except GatewayError as exc:
-            raise ValueError(f"{exc.code}: {exc.message}") from None
+            # A refusal (token, scope, rate limit) is an MCP error with the gateway's own code in
+            # its data, not an internal server error.
+            raise MCPError(code=GATEWAY_REFUSED, message=f"{exc.code}: {exc.message}",
+                           data={"code": exc.code, "hint": exc.hint, "retryable": exc.retryable}) from None
         return ListToolsResult(tools=[Tool(name=t["name"], description=t["description"],
                                            input_schema=_tool_schema(t["input_schema"])) for t in found["tools"]])
 

@@ -11,6 +11,7 @@ from runtime.errors import (
     GatewayRunStoppedError,
     GatewayUnknownActionError,
 )
+from runtime.engine import run_request_cancel
 from runtime.gateway.calls import call_submit
 from runtime.models import ReviewCase, Run, TraceEvent
 
@@ -123,6 +124,16 @@ def test_it_finishes_the_run_and_refuses_later_calls(gw):
     assert caught.value.context["phase"] == "completed"
     repeated = call_submit(run_id=gw.run_id, call_id="c1", tool="write_file", arguments=NOTE, token=gw.token)
     assert repeated.status == "executed" and repeated.repeated  # from the committed checkpoint
+
+
+def test_it_answers_finish_on_a_cancelled_run_with_a_stopped_error(gw):
+    call_submit(run_id=gw.run_id, call_id="c1", tool="write_file", arguments=NOTE, token=gw.token)
+    run_request_cancel(run_id=gw.run_id, requested_by="operator")  # settled at the next step
+    # An agent that calls finish must not read an ended, unsuccessful run as its own success.
+    with pytest.raises(GatewayRunStoppedError) as caught:
+        call_submit(run_id=gw.run_id, call_id="end", tool="finish", arguments={"summary": "ok"},
+                    token=gw.token)
+    assert caught.value.context["phase"] == "cancelled"
 
 
 def test_a_worker_without_a_call_settles_nothing_and_proposes_nothing(gw):
