@@ -3,6 +3,7 @@
 import pytest
 
 from runtime.approvals import approval_grant, approvals_waiting
+from runtime.engine import run_request_cancel
 from runtime.errors import (
     GatewayCallConflictError,
     GatewayInputError,
@@ -11,7 +12,6 @@ from runtime.errors import (
     GatewayRunStoppedError,
     GatewayUnknownActionError,
 )
-from runtime.engine import run_request_cancel
 from runtime.gateway.calls import call_submit
 from runtime.models import ReviewCase, Run, TraceEvent
 
