@@ -77,7 +77,8 @@ def _stop_inside_checkout(env: Env, action: Action, key: str, tmp_path: Path,
     try:
         while worker.poll() is None and not lock.exists():
             time.sleep(0.0002)
-        time.sleep(rng.uniform(0, 0.04))
+        # The checkout lasts a few milliseconds: a random moment inside it, not after it.
+        time.sleep(rng.uniform(0, 0.003))
         child = _git_child(worker.pid)
         if child is not None:
             os.kill(child, signal.SIGSTOP)
