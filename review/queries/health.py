@@ -147,7 +147,7 @@ def _counters(user: Any) -> QuerySet[MetricCounter]:
     return cells if user is None else scope_filter(user=user, queryset=cells)
 
 
-def counter_totals(*, user: Any = None) -> CounterTotals:
+def counter_totals(*, user: Any) -> CounterTotals:
     """:class:`CounterTotals` over every task and time bucket of the tenants ``user`` may see
     (``None``: every tenant; one grouped query)."""
     rows = (_counters(user).filter(name__in=_TOTALS).values("name", "label")
@@ -206,8 +206,7 @@ class Series:
         }
 
 
-def counter_series(*, range_name: str = DEFAULT_RANGE, now: float | None = None,
-                   user: Any = None) -> Series:
+def counter_series(*, user: Any, range_name: str = DEFAULT_RANGE, now: float | None = None) -> Series:
     """Per-slot counters over the last 24 h or 7 d (one grouped query over the counter buckets
     of the range; every slot is returned, empty ones with zeros).
 
@@ -271,7 +270,7 @@ class Health:
     open_cases: int
 
 
-def health_summary(*, range_name: str = DEFAULT_RANGE, user: Any = None) -> Health:
+def health_summary(*, user: Any, range_name: str = DEFAULT_RANGE) -> Health:
     """Compute :class:`Health` for the tenants ``user`` may see (DESIGN.md section 6.6; ``None``:
     every tenant): five queries whatever the number of runs and trace events (the counters'
     totals, the chart slots, runs by phase, unleased live runs, open cases)."""

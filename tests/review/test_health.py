@@ -53,7 +53,7 @@ def test_it_reads_no_trace_and_a_fixed_number_of_queries(client_for, checkpoint_
 
     def summary_queries() -> int:
         with CaptureQueriesContext(connection) as ctx:
-            health_summary(range_name="7d")
+            health_summary(range_name="7d", user=None)
         return len(ctx.captured_queries)
 
     few = summary_queries()
@@ -124,7 +124,7 @@ def test_it_puts_counter_buckets_into_their_chart_slots(db) -> None:
     for start, value in ((bucket, 2.0), (bucket - 60, 1.0), (bucket - 25 * 3600, 7.0)):
         MetricCounter.objects.create(name="duplicate_submissions", tenant_id="t", task_id="k", label="",
                                      window_start=start, value=value)
-    series = counter_series(range_name="24h", now=now)
+    series = counter_series(range_name="24h", now=now, user=None)
     assert sum(s.duplicates for s in series.slots) == 3, "the bucket 25 h ago is outside the range"
     assert series.slots[-1].start <= bucket < series.slots[-1].start + 900
 

@@ -34,7 +34,7 @@ def test_the_page_shows_what_recovery_stats_computes(
     assert run_advance(run_id=run_start(spec_path=workspace_task)).phase == "completed"
 
     stats = recovery_stats()
-    totals = counter_totals()
+    totals = counter_totals(user=None)
     page = client_for("reviewer").get(reverse("review:health")).content.decode()
 
     assert (stats.recoveries, stats.succeeded, stats.failed, stats.frozen) == (2, 1, 1, 1)
