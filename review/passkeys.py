@@ -20,7 +20,7 @@ in the signed-in user's session, so a ceremony cannot be finished in another ses
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -143,9 +143,12 @@ def passkey_decision_begin(*, case_id: str, reviewer: str, decision: DecisionKin
     if not passkeys:
         raise PasskeyError("you have no registered passkey", reviewer=reviewer, case_id=case_id)
     keyring = signer_for(TrustRoot.REVIEWER)
+    issued = db_now()
+    # The expiry is fixed here, before the challenge: the authenticator signs it too (section 6.3).
     unsigned = SignedDecision.model_validate(
         {**binding, "reviewer": reviewer, "decision": DecisionKind(decision), "nonce": new_nonce(),
-         "issued_at": db_now(), "key_id": keyring.current_key_id, "mac": "0" * 64}, strict=False)
+         "issued_at": issued, "expires_at": issued + timedelta(seconds=settings.RATCHET_DECISION_SECONDS),
+         "key_id": keyring.current_key_id, "mac": "0" * 64}, strict=False)
     challenge = decision_challenge(unsigned)
     options = generate_authentication_options(
         rp_id=rp_id, challenge=challenge, timeout=TIMEOUT_MS,

@@ -4,8 +4,9 @@ download and action applies (DESIGN.md section 6.6).
 A user's own ``DashboardScope`` row, when there is one, is their scope; otherwise it is the
 union of their groups' rows (so a person can be narrowed below what their role group sees); a
 row with ``all_tenants`` opens every tenant; superusers see every tenant; a user with no row of
-their own and none through a group sees nothing (fail closed). A run, case or approval outside the scope is answered exactly like one
-that does not exist (404), so the dashboard never confirms that another tenant's run exists.
+their own and none through a group sees nothing (fail closed). A run, case or approval outside the
+scope is answered exactly like one that does not exist (404), so the dashboard never confirms that
+another tenant's run exists.
 """
 
 from __future__ import annotations

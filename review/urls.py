@@ -4,7 +4,7 @@ that is missing from it."""
 
 from django.urls import path
 
-from review import views, views_approvals, views_cases, views_passkeys, views_tokens
+from review import views, views_approvals, views_cases, views_passkeys, views_rollout, views_tokens
 
 app_name = "review"
 urlpatterns = [
@@ -30,4 +30,16 @@ urlpatterns = [
     path("passkeys/", views_passkeys.passkeys, name="passkeys"),
     path("passkeys/options/", views_passkeys.passkey_register_options, name="passkey-options"),
     path("passkeys/register/", views_passkeys.passkey_register, name="passkey-register"),
+    path("rollout/", views_rollout.rollout, name="rollout"),
+    path("rollout/admission/<str:tenant_id>/<str:task_id>/", views_rollout.admission_scope, name="admission-scope"),
+    path("rollout/admission/<str:tenant_id>/<str:task_id>/threshold/", views_rollout.admission_threshold,
+         name="admission-threshold"),
+    path("rollout/admission/<str:tenant_id>/<str:task_id>/reopen/", views_rollout.admission_reopen,
+         name="admission-reopen"),
+    path("rollout/combinations/", views_rollout.combinations, name="combinations"),
+    path("rollout/combinations/<str:combination_id>/", views_rollout.combination, name="combination"),
+    path("rollout/combinations/<str:combination_id>/promote/", views_rollout.combination_promote,
+         name="combination-promote"),
+    path("rollout/combinations/<str:combination_id>/rollback/", views_rollout.combination_rollback,
+         name="combination-rollback"),
 ]

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from review.forms import RunFilterForm, TraceFilterForm
 from review.permissions import Perm, require_perm
-from review.queries.health import DEFAULT_RANGE, RANGES, health_summary
+from review.queries.health import DEFAULT_RANGE, RANGES, health_summary_cached
 from review.queries.live import POLL_SECONDS as LIVE_POLL_SECONDS
 from review.queries.live import TERMINAL_PHASES, nav_counts, run_token
 from review.queries.run_detail import attachment_find, checkpoint_committed, checkpoint_list
@@ -39,7 +39,8 @@ from review.queries.runs import (
     run_choices_scoped,
     run_get,
 )
-from review.queries.runs_list import DEFAULT_SORT, run_filter_choices, run_filters_extra, run_list
+from review.queries.runs_list import run_filter_choices, run_list
+from review.queries.search import search_runs
 from review.queries.trace import trace_event_types, trace_search, trace_timeline
 from review.queries.workers import workers_view
 from review.scope import scope_run_check, scope_sees_all
@@ -64,16 +65,25 @@ def fragment_requested(request: HttpRequest) -> bool:
 @require_perm(Perm.VIEW_RUNS)
 @require_safe
 def runs_list(request: HttpRequest) -> HttpResponse:
-    """Runs list: filter by phase, tenant, task, date range; search by run id or idempotency key
-    prefix; sortable columns (``?sort=``) with keyset pages; new runs and changed rows appear on
-    their own (one poll every ``POLL_SECONDS`` while the tab is visible)."""
+    """Runs list: filter by phase, tenant, task, date range; search by content or a partial run
+    id, or by idempotency key prefix; sortable columns (``?sort=``) with keyset pages; new runs
+    and changed rows appear on their own (one poll every ``POLL_SECONDS`` while the tab is
+    visible). A bad filter value is shown as a form error (``400`` for a whole page)."""
     form = RunFilterForm(request.GET)
     polled = fragment_requested(request) and "since" in request.GET
     counts = nav_counts(user=request.user)
-    filters = dataclasses.replace(form.filters(), **run_filters_extra(request.GET))
-    runs = run_list(filters=ScopedRunFilters(filters, request.user), cursor=request.GET.get("after", ""),
-                    since=request.GET["since"] if polled else None, extra=counts,
-                    sort=request.GET.get("sort", DEFAULT_SORT))
+    if not form.is_valid():
+        context = {"nav": counts, "form": form, "runs": None, "filters": form.filters()}
+        if fragment_requested(request):  # htmx swaps only 2xx answers: the error replaces the table
+            return render(request, "review/runs.html#runs-table", context)
+        context["choices"] = run_choices_scoped(user=request.user, choices=run_filter_choices())
+        return render(request, "review/runs.html", context, status=400)
+    filters = form.filters()
+    if filters.q:
+        hits = search_runs(text=filters.q, user=request.user)
+        filters = dataclasses.replace(filters, matched=hits.run_ids, capped=hits.capped)
+    runs = run_list(filters=ScopedRunFilters(filters, request.user), cursor=form.cleaned_data["after"],
+                    since=request.GET["since"] if polled else None, extra=counts, sort=form.sort_value())
     if runs is None:
         return HttpResponse(status=204)
     live = poll_context(request, token=runs.token)
@@ -235,16 +245,18 @@ def run_bundle(request: HttpRequest, run_id: str) -> HttpResponse:
 @require_perm(Perm.VIEW_TRACE)
 @require_safe
 def trace_browser(request: HttpRequest) -> HttpResponse:
-    """Trace evidence across runs, filtered by run, event type and environment version (admin)."""
+    """Trace evidence across runs, filtered by a partial run id, content search, event type and
+    environment version (admin). A bad filter value is a form error (``400`` for a whole page)."""
     form = TraceFilterForm(request.GET)
+    valid = form.is_valid()
     filters = form.filters()
-    result = trace_search(user=request.user, filters=filters, before=request.GET.get("before", ""),
-                          verify=request.GET.get("verify") == "chain")
+    result = (trace_search(user=request.user, filters=filters, before=form.cleaned_data["before"],
+                           verify=request.GET.get("verify") == "chain") if valid else None)
     context = {"form": form, "filters": filters, "result": result}
     if fragment_requested(request):
         return render(request, "review/trace.html#events", context)
     context["event_types"] = trace_event_types()
-    return render(request, "review/trace.html", context)
+    return render(request, "review/trace.html", context, status=200 if valid else 400)
 
 
 @require_perm(Perm.VIEW_RUNS)
@@ -252,7 +264,7 @@ def trace_browser(request: HttpRequest) -> HttpResponse:
 def health(request: HttpRequest) -> HttpResponse:
     """Rollout metrics from the counters, charts over ``?range=24h|7d`` and run counts."""
     range_name = request.GET.get("range", DEFAULT_RANGE)
-    summary = health_summary(range_name=range_name, user=request.user)
+    summary = health_summary_cached(range_name=range_name, user=request.user)
     return render(request, "review/health.html", {
         "health": summary, "nav": nav_counts(user=request.user),
         "ranges": list(RANGES), "range": summary.series.range_name,

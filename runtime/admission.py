@@ -11,14 +11,15 @@ no trace scan). Thresholds, per tenant and task, from settings with safe default
 * ``max_duplicates`` (0): duplicate submissions; one duplicate closes admission at once.
 
 ``RATCHET_ADMISSION_THRESHOLDS`` (JSON ``{"tenant/task" | "tenant/*" | "*": {name: value}}``)
-overrides them. Runs in flight are never touched: only ``run_start`` asks. An admin re-opens a
-scope with a decision signed by the reviewer trust root (:func:`admission_reopen`); counters in
-buckets that started before it no longer count.
+overrides them, and admins' overrides in the dashboard override both
+(``runtime.admission_thresholds``). The first refusal after a re-open records an
+``AdmissionClosing``. Runs in flight are never touched: only ``run_start`` asks. An admin
+re-opens a scope with a decision signed by the reviewer trust root (:func:`admission_reopen`);
+counters in buckets that started before it no longer count.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -26,26 +27,24 @@ from django.conf import settings
 from django.db.models import Sum
 from django.utils import timezone
 
+from runtime.admission_thresholds import Thresholds, admission_thresholds
 from runtime.combinations import combination_canaries_check
 from runtime.core.canonical import canonical_json
 from runtime.core.signing import Signature, TrustRoot
-from runtime.errors import AdmissionClosedError, ConfigurationError
+from runtime.errors import AdmissionClosedError, AdmissionScopeUnknownError
 from runtime.keys import keyring_for, signer_for
 from runtime.metrics_rules import DURATION_BUCKETS_SECONDS
-from runtime.models import AdmissionDecision, MetricCounter
+from runtime.models import (
+    AdmissionClosing,
+    AdmissionDecision,
+    AdmissionThreshold,
+    AdmissionThresholdChange,
+    MetricCounter,
+    Run,
+)
 
-_NAMES = ("min_success_rate", "min_recoveries", "max_p95_seconds", "max_duplicates", "window_seconds")
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """One scope's thresholds (rates in [0, 1], durations and the window in seconds)."""
-
-    min_success_rate: float
-    min_recoveries: int
-    max_p95_seconds: float
-    max_duplicates: int
-    window_seconds: float
+__all__ = ["AdmissionState", "Thresholds", "admission_check", "admission_closed_scopes", "admission_reopen",
+           "admission_scope_known", "admission_scopes", "admission_state", "admission_thresholds"]
 
 
 @dataclass(frozen=True)
@@ -69,34 +68,6 @@ class AdmissionState:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def admission_thresholds(*, tenant_id: str, task_id: str) -> Thresholds:
-    """The thresholds of a scope: defaults, then ``*``, ``tenant/*``, ``tenant/task`` overrides.
-
-    Raises:
-        ConfigurationError: ``RATCHET_ADMISSION_THRESHOLDS`` is not a JSON object of known names.
-    """
-    values = {"min_success_rate": settings.RATCHET_ADMISSION_MIN_SUCCESS_RATE,
-              "min_recoveries": settings.RATCHET_ADMISSION_MIN_RECOVERIES,
-              "max_p95_seconds": settings.RATCHET_ADMISSION_MAX_P95_SECONDS,
-              "max_duplicates": settings.RATCHET_ADMISSION_MAX_DUPLICATES,
-              "window_seconds": settings.RATCHET_ADMISSION_WINDOW_SECONDS}
-    raw = settings.RATCHET_ADMISSION_THRESHOLDS
-    try:
-        overrides = json.loads(raw) if raw else {}
-        for scope in ("*", f"{tenant_id}/*", f"{tenant_id}/{task_id}"):
-            for name, value in dict(overrides.get(scope, {})).items():
-                if name not in _NAMES:
-                    raise ValueError(f"unknown threshold {name!r}")
-                values[name] = float(value)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise ConfigurationError(f"RATCHET_ADMISSION_THRESHOLDS is invalid: {exc}") from None
-    return Thresholds(min_success_rate=float(values["min_success_rate"]),
-                      min_recoveries=int(values["min_recoveries"]),
-                      max_p95_seconds=float(values["max_p95_seconds"]),
-                      max_duplicates=int(values["max_duplicates"]),
-                      window_seconds=float(values["window_seconds"]))
 
 
 def _p95_upper_bound(buckets: dict[str, float]) -> float | None:
@@ -161,15 +132,30 @@ def admission_check(*, tenant_id: str, task_id: str) -> None:
 
     First, a canary combination of the scope whose runs produced a duplicate submission is
     rolled back (DESIGN.md section 8.4), so a re-opened scope does not send it new runs again.
+    The first refusal since the scope's last re-open is recorded (``AdmissionClosing``), so the
+    rollout log of the scope's runs says when admission closed and why.
     """
     combination_canaries_check(tenant_id=tenant_id, task_id=task_id)
     state = admission_state(tenant_id=tenant_id, task_id=task_id)
     if not state.open:
+        _closing_record(state)
         raise AdmissionClosedError(
             f"new runs are refused: {state.metric} is {state.value}, threshold {state.threshold}",
             tenant_id=tenant_id, task_id=task_id, metric=state.metric, value=state.value,
             threshold=state.threshold,
             window_seconds=admission_thresholds(tenant_id=tenant_id, task_id=task_id).window_seconds)
+
+
+def _closing_record(state: AdmissionState) -> None:
+    # Two refusals at the same moment may both write a row; the log then shows the closing twice,
+    # which is harmless, while a lock here would serialise every refused start.
+    earlier = AdmissionClosing.objects.filter(tenant_id=state.tenant_id, task_id=state.task_id)
+    if state.since is not None:
+        earlier = earlier.filter(closed_at__gt=state.since)
+    if not earlier.exists():
+        AdmissionClosing(tenant_id=state.tenant_id, task_id=state.task_id, metric=str(state.metric),
+                         value=float(state.value or 0), threshold=float(state.threshold or 0),
+                         closed_at=timezone.now()).save()
 
 
 def admission_closed_scopes() -> list[AdmissionState]:
@@ -182,6 +168,25 @@ def admission_closed_scopes() -> list[AdmissionState]:
     return [s for s in states if not s.open]
 
 
+_SCOPE_SOURCES = (Run, MetricCounter, AdmissionThreshold, AdmissionThresholdChange, AdmissionDecision)
+"""Tables whose rows name a scope; a scope none of them names was never seen."""
+
+
+def admission_scopes(*, tenant_id: str | None = None) -> list[tuple[str, str]]:
+    """Every known ``(tenant, task)`` scope, sorted: those with runs, metric counters, threshold
+    overrides (not the ``*`` ones) or re-open decisions; only ``tenant_id``'s when given."""
+    found: set[tuple[str, str]] = set()
+    for model in _SCOPE_SOURCES:
+        rows = model.objects.all() if tenant_id is None else model.objects.filter(tenant_id=tenant_id)
+        found.update(rows.values_list("tenant_id", "task_id").distinct().order_by())
+    return sorted((t, k) for t, k in found if "*" not in (t, k))
+
+
+def admission_scope_known(*, tenant_id: str, task_id: str) -> bool:
+    """Whether anything names this scope (see :func:`admission_scopes`)."""
+    return any(m.objects.filter(tenant_id=tenant_id, task_id=task_id).exists() for m in _SCOPE_SOURCES)
+
+
 def admission_reopen(*, tenant_id: str, task_id: str, decided_by: str, reason: str) -> AdmissionDecision:
     """Record an admin's decision, signed with the reviewer trust root, re-opening the scope.
 
@@ -190,10 +195,13 @@ def admission_reopen(*, tenant_id: str, task_id: str, decided_by: str, reason: s
 
     Raises:
         ValueError: empty ``decided_by`` or ``reason``.
+        AdmissionScopeUnknownError: nothing names the scope (a misspelt tenant or task).
         KeyringError: this process cannot sign for the reviewer root.
     """
     if not decided_by.strip() or not reason.strip():
         raise ValueError("a re-open decision names who decided and why")
+    if not admission_scope_known(tenant_id=tenant_id, task_id=task_id):
+        raise AdmissionScopeUnknownError(tenant_id=tenant_id[:80], task_id=task_id[:80])
     decided_at = timezone.now()
     before = admission_state(tenant_id=tenant_id, task_id=task_id)
     body = {"kind": "admission.reopened", "tenant_id": tenant_id, "task_id": task_id, "decided_by": decided_by,

@@ -32,6 +32,7 @@ from runtime.core.checkpoint import SCHEMA_VERSION, ApprovalEvidence, LedgerHead
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
 from runtime.core.evidence import (
     approval_verify,
+    decision_expiry_problem,
     decision_verify,
     reviewer_name_problem,
     state_evidence_findings,
@@ -368,8 +369,8 @@ def _decision_finding(data: Mapping[str, Any], where: str, trust: BundleTrust) -
         return [f"{where}: decision is malformed"]
     except RatchetError as exc:
         return [f"{where}: decision: {exc.message}"]
-    problem = reviewer_name_problem(decision, trust.reviewer_names)
-    return [f"{where}: decision: {problem}"] if problem else []
+    problems = (reviewer_name_problem(decision, trust.reviewer_names), decision_expiry_problem(decision))
+    return [f"{where}: decision: {problem}" for problem in problems if problem]
 
 
 def bundle_verify(bundle: Mapping[str, Any], keyring: Keyring | None = None, *,

@@ -9,7 +9,9 @@ A bundle (``bundle_export``) holds, for one run:
 * every trace event with ``seq``, type, payload, environment version, ``created_at``,
   ``prev_hash`` and ``hash``;
 * the receipts of the executed writes (from the committed checkpoint) and the review cases with
-  their signed decisions and sealed evidence.
+  their signed decisions and sealed evidence;
+* the run's rollout log (``runtime.rollout_log``, DESIGN.md sections 8.3 and 8.4): admission
+  closings, signed re-opens and threshold changes of its scope, and its combination's history.
 
 It is signed (Ed25519) under the *export* trust root with a purpose tag of its own: the
 signature covers ``canonical_json({"purpose": "ratchet-evidence-bundle/1", "bundle": <everything
@@ -142,6 +144,7 @@ def bundle_export(*, run_id: str, exported_by: str = "") -> dict[str, Any]:
     from runtime.keys import signer_for
     from runtime.ledger import ledger_entries
     from runtime.models import Checkpoint, ReviewCase, Run, TraceEvent
+    from runtime.rollout_log import rollout_log
     from runtime.trace import trace_verify
 
     keyring = signer_for(TrustRoot.EXPORT)
@@ -161,6 +164,7 @@ def bundle_export(*, run_id: str, exported_by: str = "") -> dict[str, Any]:
         rows = list(Checkpoint.objects.filter(run_id=run_id).order_by("generation", "id"))
         events = list(TraceEvent.objects.filter(run_id=run_id).order_by("seq"))
         cases = list(ReviewCase.objects.filter(run_id=run_id).order_by("opened_at", "case_id"))
+        rollout = rollout_log(run=run)
 
     checkpoints = []
     committed: dict[str, Any] | None = None
@@ -221,5 +225,6 @@ def bundle_export(*, run_id: str, exported_by: str = "") -> dict[str, Any]:
             }
             for case in cases
         ],
+        "rollout": rollout,
     }
     return bundle_sign(body, keyring=keyring)

@@ -14,9 +14,10 @@ the trace rows), then, with the HWM on the default database, ONE transaction:
 6. the trace rows (one multi-row INSERT); COMMIT is the commit point (``checkpoint.after_commit``).
 
 A crash anywhere before COMMIT leaves nothing of ``g+1``. The statements are Django query-API
-calls, each already one SQL statement; no hand-written SQL is needed on this path. The two
-UPDATEs (steps 1 and 5) are compiled by the ORM once per process and then only refilled
-(``runtime.compiled_updates``): the same statements, without rebuilding them every commit.
+calls, each already one SQL statement; no hand-written SQL is needed on this path. The
+statements of a commit and of a restore (all but the HWM read) are compiled by the ORM once per
+process and then only refilled (``runtime.compiled_updates``): the same SQL, without rebuilding
+it every time.
 
 **HWM in its own database** (``RATCHET_HWM_DATABASE_URL``): three transactions -- (a) under the
 fenced row lock, drop uncovered ledger orphans, insert the ledger and checkpoint rows, commit;
@@ -39,7 +40,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, router, transaction
 
 from runtime.checkpoint_checks import (
     Restored,
@@ -49,7 +50,8 @@ from runtime.checkpoint_checks import (
     stored_envelope_open,
 )
 from runtime.commit_transaction import AFTER_COMMIT, CommitPlan, commit_plan_apply
-from runtime.core.canonical import canonical_json
+from runtime.compiled_updates import compiled_rows
+from runtime.core.canonical import canonical_json, digest_bytes
 from runtime.core.checkpoint import RunState, VersionSet
 from runtime.core.crashpoints import crash_point
 from runtime.core.envelope import envelope_digest, seal
@@ -60,6 +62,7 @@ from runtime.errors import (
     IdentityMismatchError,
     LedgerChainError,
     RunExistsError,
+    RunNotFoundError,
 )
 from runtime.high_water_marks import HighWaterMarkInfo, hwm_create, hwm_read
 from runtime.keys import keyring_for
@@ -288,11 +291,11 @@ def checkpoint_restore(
         ScenarioMismatchError: fingerprint differs from the caller's or the run's.
         VersionMismatchError: task/policy version or version set differ.
     """
-    run = run_load(run_id=run_id)
+    run = _run_row(run_id)
     hwm = hwm_read(run=run)
     if hwm.generation == 0:
         raise CheckpointNotFoundError("the run has no committed checkpoint yet", run_id=run_id)
-    raw = committed_bytes_load(run=run, hwm=hwm)
+    raw = _committed_bytes(run, hwm)
     envelope = stored_envelope_open(raw=raw, run_id=run_id, generation=hwm.generation)
     restored = restored_verify(
         run=run,
@@ -306,6 +309,41 @@ def checkpoint_restore(
     )
     _ledger_attach(restored, full=full_ledger)
     return restored
+
+
+_RUN_COLUMNS = tuple(f.attname for f in Run._meta.concrete_fields)
+
+
+def _run_row(run_id: str) -> Run:
+    """``run_load`` through a SELECT compiled once per process (``runtime.compiled_updates``):
+    every restore reads the run row, and building the query cost more than running it.
+
+    Raises:
+        RunNotFoundError: no such run.
+    """
+    alias = router.db_for_read(Run)
+    rows = compiled_rows(alias=alias, shape=("run_row",), slots={"run_id": run_id},
+                         build=lambda s: Run.objects.filter(run_id=s["run_id"])
+                         .values_list(*_RUN_COLUMNS))
+    if not rows:
+        raise RunNotFoundError(run_id=run_id)
+    return Run.from_db(alias, _RUN_COLUMNS, rows[0])
+
+
+def _committed_bytes(run: Run, hwm: HighWaterMarkInfo) -> bytes:
+    """The stored bytes of the committed generation that hash to the HWM's digest, read through
+    a SELECT compiled once per process; when none does, ``committed_bytes_load`` reads them
+    again and says precisely why (missing, forged, rolled back, corrupt)."""
+    rows = compiled_rows(alias=router.db_for_read(Checkpoint), shape=("committed_bytes",),
+                         slots={"run_id": run.run_id, "generation": hwm.generation},
+                         build=lambda s: Checkpoint.objects.filter(
+                             run_id=s["run_id"], generation=s["generation"])
+                         .order_by("id").values_list("envelope"))
+    for (envelope,) in rows:
+        raw = bytes(envelope)
+        if digest_bytes(raw) == hwm.digest:
+            return raw
+    return committed_bytes_load(run=run, hwm=hwm)
 
 
 def _ledger_attach(restored: Restored, *, full: bool) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
 
 
 @register()
@@ -31,3 +31,24 @@ def keyrings_configured(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 )
             )
     return errors
+
+
+@register()
+def hwm_store_shared(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """runtime.W001: the main database is PostgreSQL (many workers, many hosts) but the
+    high-water marks are in an SQLite file, which each host would hold on its own: a run a
+    worker on another host commits has no mark there and fails closed (DESIGN.md section 4.2).
+    Fine only when every worker runs on this one host."""
+    from django.conf import settings
+
+    databases = settings.DATABASES
+    if "hwm" not in databases or not databases["default"]["ENGINE"].endswith("postgresql"):
+        return []
+    if not databases["hwm"]["ENGINE"].endswith("sqlite3"):
+        return []
+    return [Warning(
+        "the main database is PostgreSQL but the high-water marks are in an SQLite file on this host",
+        hint="unless every worker runs on this host, set RATCHET_HWM_DATABASE_URL to a PostgreSQL "
+             "database that every worker reaches (unset, it is <name>_hwm beside the main one)",
+        id="runtime.W001",
+    )]

@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from runtime.core.canonical import DigestKind, digest
@@ -31,13 +31,12 @@ from runtime.models import (
     Combination,
     CombinationEvent,
     CombinationRun,
-    IdempotencyRecord,
     RegressRecord,
     Run,
     TraceEvent,
 )
+from runtime.pending_effects import IN_FLIGHT_PHASES, pending_keys_by_run
 from runtime.plugin_pins import plugin_pins
-from runtime.sweeper import LIVE_PHASES
 from runtime.taskspec import load_task_spec
 from runtime.trace import trace_append
 
@@ -177,7 +176,8 @@ def combination_of_run(*, run_id: str) -> Combination | None:
 
 @dataclass(frozen=True)
 class InFlightRun:
-    """A live run of a combination and its proposed writes without a receipt (idempotency keys)."""
+    """A run of a combination still in flight and its proposed writes without a receipt
+    (idempotency keys)."""
 
     run_id: str
     phase: str
@@ -185,18 +185,19 @@ class InFlightRun:
 
 
 def combination_in_flight(*, combination_id: str) -> list[InFlightRun]:
-    """The combination's live runs with their pending side effects, to check one by one."""
-    runs = list(Run.objects.filter(combination_pin__combination_id=combination_id, phase__in=LIVE_PHASES)
+    """The combination's runs in flight (any phase but ended: running, pending, awaiting approval,
+    needs review) with their pending side effects, to check one by one (``runtime.pending_effects``)."""
+    runs = list(Run.objects.filter(combination_pin__combination_id=combination_id, phase__in=IN_FLIGHT_PHASES)
                 .values_list("run_id", "phase").order_by("run_id"))
-    out = []
-    for run_id, phase in runs:
-        proposed = [str(p.get("idempotency_key")) for p in TraceEvent.objects.filter(
-            run_id=run_id, event_type="intent.proposed").values_list("payload", flat=True)
-            if isinstance(p, dict) and p.get("idempotency_key")]
-        done = set(IdempotencyRecord.objects.filter(idempotency_key__in=proposed, receipt__isnull=False)
-                   .values_list("idempotency_key", flat=True))
-        out.append(InFlightRun(run_id=run_id, phase=phase, pending_keys=[k for k in proposed if k not in done]))
-    return out
+    keys = pending_keys_by_run(run_ids=[run_id for run_id, _ in runs])
+    return [InFlightRun(run_id=run_id, phase=phase, pending_keys=keys[run_id]) for run_id, phase in runs]
+
+
+def combination_in_flight_counts() -> dict[str, int]:
+    """``{combination_id: runs in flight}`` over every combination (one grouped query)."""
+    rows = (CombinationRun.objects.filter(run__phase__in=IN_FLIGHT_PHASES).values("combination_id")
+            .annotate(n=Count("run_id")).order_by())
+    return {row["combination_id"]: int(row["n"]) for row in rows}
 
 
 def combination_regress_record(*, combination_id: str, passed: bool, results: list[dict[str, Any]]) -> RegressRecord:

@@ -19,7 +19,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Now
 
 from runtime.checkpoint_checks import run_identity_check, run_load
-from runtime.compiled_updates import UpdateBuilder, compiled_update
+from runtime.compiled_updates import UpdateBuilder, compiled_insert, compiled_rows, compiled_update
 from runtime.core.checkpoint import LedgerHead
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.envelope import CheckpointEnvelope
@@ -211,13 +211,13 @@ def _commit_one_transaction(plan: CommitPlan) -> None:
             crash_point(AFTER_LEDGER_ROWS)
             # ignore_conflicts: a retried commit of the very same bytes reuses its row (the row is
             # content-addressed by (run, digest)); one INSERT, no SELECT first.
-            Checkpoint.objects.bulk_create([row], ignore_conflicts=True)
+            compiled_insert(alias=router.db_for_write(Checkpoint), objs=[row], ignore_conflicts=True)
             crash_point(AFTER_APPEND)
             crash_point(BEFORE_HWM_CAS)
             hwm_advance(run=_hwm_run(envelope), expected=expected_generation,
                         generation=envelope.generation, digest=row.digest)
             crash_point(AFTER_HWM_CAS)
-            TraceEvent.objects.bulk_create(trace_rows)
+            compiled_insert(alias=router.db_for_write(TraceEvent), objs=trace_rows)
     except IntegrityError:
         trace_head_forget(lease.run_id)
         raise _ledger_conflict(lease, ledger_before) from None
@@ -235,14 +235,13 @@ def _commit_split_hwm(plan: CommitPlan) -> None:
         with transaction.atomic():
             # Under the fenced row lock nobody else can commit, so entries beyond the head this
             # state extends are orphans of a crashed commit (runtime.ledger.ledger_orphans_drop).
-            locked = (Run.objects.select_for_update()
-                      .filter(held_by(lease), state_version=lease.state_version).exists())
-            if not locked:
+            if not _fenced_lock(lease, plan.envelope):
+                run_identity_check(run=run_load(run_id=lease.run_id), envelope=plan.envelope)
                 raise _explain_fence(lease)
             ledger_orphans_drop(run_id=lease.run_id, committed_length=ledger_before.length)
             ledger_rows_add(run_id=lease.run_id, entries=entries, generation=envelope.generation)
             crash_point(AFTER_LEDGER_ROWS)
-            Checkpoint.objects.bulk_create([row], ignore_conflicts=True)
+            compiled_insert(alias=router.db_for_write(Checkpoint), objs=[row], ignore_conflicts=True)
     except IntegrityError:
         raise _ledger_conflict(lease, ledger_before) from None
     crash_point(AFTER_APPEND)
@@ -255,10 +254,28 @@ def _commit_split_hwm(plan: CommitPlan) -> None:
             hwm_advance(run=_hwm_run(envelope), expected=expected_generation,
                         generation=envelope.generation, digest=row.digest)
             crash_point(AFTER_HWM_CAS)
-            TraceEvent.objects.bulk_create(trace_rows)
+            compiled_insert(alias=router.db_for_write(TraceEvent), objs=trace_rows)
     except BaseException:
         trace_head_forget(lease.run_id)
         raise
+
+
+def _fenced_lock(lease: Lease, envelope: CheckpointEnvelope) -> bool:
+    """Lock the run row if ``lease`` still fences it and ``envelope`` is this run's (``SELECT ...
+    FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already holds the write lock), so a foreign
+    state is refused before any of its rows is written. Compiled once per process."""
+    def build(s: Mapping[str, Any]) -> QuerySet[Any]:
+        held = held_by(replace(lease, run_id=s["run_id"], worker=s["worker"],
+                               lease_version=s["lease_version"]))
+        return (Run.objects.select_for_update()
+                .filter(held, state_version=s["state_version"],
+                        **{k: s[k] for k in _IDENTITY_COLUMNS})
+                .values_list("pk")[:1])
+    return bool(compiled_rows(alias=router.db_for_write(Run), shape=("fenced_lock",), build=build,
+                              slots={"run_id": lease.run_id, "worker": lease.worker,
+                                     "lease_version": lease.lease_version,
+                                     "state_version": lease.state_version,
+                                     **_identity_filter(envelope)}))
 
 
 def _hwm_run(envelope: CheckpointEnvelope) -> Run:

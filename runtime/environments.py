@@ -189,6 +189,12 @@ class BoundAdapter:
         self._check()
         return self._inner.receipts()
 
+    def with_fencing_token(self, fencing_token: int) -> BoundAdapter:
+        """The same adapter and binding for a newer lease of the same holder (the gateway's
+        reused session, DESIGN.md section 5.12)."""
+        return BoundAdapter(self._inner, instance_id=self._instance_id, target=self._target,
+                            binding=self._binding, fencing_token=fencing_token)
+
 
 def adapter_bind(adapter: Adapter, *, instance_id: str, kind: str, target: str | os.PathLike[str],
                  fencing_token: int) -> Adapter:

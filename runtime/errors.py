@@ -193,6 +193,16 @@ class RunNotFoundError(RatchetError):
     default_message = "run not found"
 
 
+class RunSpecMissingError(RatchetError):
+    """A run's row has no stored task spec (or no target) to open its adapter from; ``missing``
+    names the absent ``spec`` keys. Nothing can be observed or decided for it."""
+
+    default_message = "the run has no stored task spec to open its environment from"
+    hint = ("its row lost the spec stored when it was created (edited by hand, or written by another tool); restore "
+            "the run's `spec` from a backup to review it, or discard a run that died before its first checkpoint "
+            "(`manage.py runs --half-created`, `manage.py discard-run`)")
+
+
 # --- the agent gateway (DESIGN.md section 5.12) ---------------------------------------------
 
 
@@ -210,6 +220,13 @@ class GatewayTokenError(GatewayError):
     code, status = "token_invalid", 401
     default_message = "the token is unknown, revoked or expired"
     hint = "ask an operator for a new token (`manage.py gateway-tokens issue`); retrying will not help"
+
+
+class GatewayTokenMissingError(GatewayTokenError):
+    code = "token_missing"
+    default_message = "no token: send Authorization: Bearer <gateway token>"
+    hint = ("send the token the operator issued (`manage.py gateway-tokens issue`) in the Authorization "
+            "header, or set RATCHET_GATEWAY_TOKEN for --stdio; nothing was recorded")
 
 
 class GatewayScopeError(GatewayError):
@@ -324,6 +341,14 @@ class TaskSpecError(RatchetError):
 
     default_message = "task spec is invalid"
     hint = "fix the named fields in the task file; the run was not created"
+
+
+class PolicyActionsError(TaskSpecError):
+    """A planner that offers the adapter's actions (chat-tools, external) would offer none: the
+    policy's ``allowed_actions`` names none of them (``runtime.taskspec.offered_actions``)."""
+
+    default_message = "the policy allows none of the actions the adapter offers"
+    hint = "list at least one of the adapter's actions (named above) in policy.allowed_actions; the run was not created"
 
 
 class PolicyViolationError(RatchetError):
@@ -510,6 +535,15 @@ class AdapterCommandError(AdapterError):
     default_message = "an adapter subprocess failed"
 
 
+class CommitDeadlinePassedError(AdapterError):
+    """The approval's deadline (``not_after``, database clock) passed before the adapter reached
+    its commit point, so it refused to commit (DESIGN.md sections 4.7 and 5.5). Nothing was
+    written; context names ``not_after`` and how late the check was (``late_by_seconds``)."""
+
+    default_message = "the approval expired before the write could commit; nothing was written"
+    hint = "an approver refreshes the approval (a longer --ttl if the call is slow); the run waits for it"
+
+
 # --- operator dashboard (review app) --------------------------------------------------------
 
 
@@ -533,6 +567,14 @@ class DecisionRefusedError(RatchetError):
     hint = "the refusal is in the run's trace; look at the case again and sign a fresh decision"
 
 
+class DecisionExpiredError(DecisionRefusedError):
+    """A signed decision used after its signed ``expires_at`` (or without one) by the database
+    clock (DESIGN.md section 6.3); the run stays frozen and the refusal is traced."""
+
+    default_message = "reviewer decision expired: the run stays frozen"
+    hint = "sign a fresh decision (it is valid for RATCHET_DECISION_SECONDS by the database clock)"
+
+
 class ApprovalTtlError(ApprovalRefusedError, ValueError):
     """An approval validity that is not a finite number of seconds in ``(0, max]`` (DESIGN.md
     section 6.2). Also a ``ValueError`` because ``approval_sign`` raised that before."""
@@ -554,6 +596,24 @@ class AdmissionClosedError(RatchetError):
     default_message = "admission is closed for this tenant and task"
     hint = ("runs in flight continue; check the runs with unresolved side effects one by one, then an "
             "admin re-opens admission with `manage.py admission reopen TENANT TASK --by NAME --reason ...`")
+
+
+class AdmissionScopeUnknownError(RatchetError):
+    """No run, metric counter, threshold override or earlier decision names this tenant and task,
+    so a re-open decision would be about nothing (a misspelt scope; DESIGN.md section 8.3).
+    Context: ``tenant_id``, ``task_id``."""
+
+    default_message = "no such admission scope"
+    hint = "`manage.py admission status` lists every known scope; check the tenant and task spelling"
+
+
+class AdmissionThresholdError(RatchetError):
+    """An admission threshold change was refused: an unknown threshold name, a value outside its
+    range, no reason or no changer given, or a scope of the wrong shape (DESIGN.md section 8.3).
+    Context: ``tenant_id``, ``task_id``, ``name``."""
+
+    default_message = "the admission threshold change is refused"
+    hint = "the message names the rule; rates are 0..1, counts whole numbers >= 0, seconds > 0"
 
 
 # --- evidence bundles and the demo (dashboard, second half) ----------------------------------
@@ -606,6 +666,19 @@ class BenchmarkScratchError(BenchmarkError):
     default_message = "refusing to benchmark outside a throwaway database"
     hint = ("benchmarks run only via `manage.py bench`, on the scratch database it creates and "
             "removes; drop a leftover <name>_bench by hand once no bench is running")
+
+
+# --- the chaos command (manage.py chaos, DESIGN.md section 8.2) ----------------------------
+
+
+class ChaosSetupError(RatchetError):
+    """``manage.py chaos`` could not set up what it tests with: its scratch store cannot be
+    created or migrated, the task spec cannot be copied, or the uninterrupted run of the task does
+    not complete on its own. Nothing was killed yet, so this is no finding about recovery."""
+
+    default_message = "the chaos campaign could not be set up"
+    hint = ("fix the task or the store named above (the uninterrupted run must complete without a "
+            "human: no approval steps, a verifier it passes), then run `manage.py chaos` again")
 
 
 # --- discarding half-created runs (manage.py discard-run) -----------------------------------
@@ -767,27 +840,33 @@ class ModelRefusalError(ModelReplyError):
     hint = "read the refusal in the recorded reply; change the task or the prompt in a new run"
 
 
+_MODEL_GAVE_UP = ("the planner gave up after its bounded retries, so the run is frozen for review and nothing was "
+                  "executed: once the model answers, a reviewer replans the case (the model is asked again) or "
+                  "aborts it")
+"""What follows a model error the chat-tools planner gave up on: the engine freezes the run (DESIGN.md section 6.7)."""
+
+
 class ModelTimeoutError(ModelReplyError):
     retryable = True
     default_message = "the model server did not answer in time"
-    hint = "check the model server; the run can be resumed, nothing was executed"
+    hint = f"check the model server at base_url; {_MODEL_GAVE_UP}"
 
 
 class ModelRateLimitedError(ModelReplyError):
     retryable = True
     default_message = "the model server refused with 429 (rate limited)"
-    hint = "wait or raise the server's limit; the run can be resumed, nothing was executed"
+    hint = f"wait, or raise the limit of the model server at base_url; {_MODEL_GAVE_UP}"
 
 
 class ModelUnavailableError(ModelReplyError):
     retryable = True
     default_message = "the model server could not be reached or answered with a server error"
-    hint = "check the base URL and that the server runs; the run can be resumed"
+    hint = f"the model is unreachable or failing at base_url: start it; {_MODEL_GAVE_UP}"
 
 
 class ModelAuthError(ModelReplyError):
     default_message = "the model server refused the API key (401/403) or the request (4xx)"
-    hint = "set the API key variable the spec names (never in the task file) and resume"
+    hint = f"set the API key variable the spec names (never in the task file) for the worker; {_MODEL_GAVE_UP}"
 
 
 class ModelPinMismatchError(PlannerStateError):

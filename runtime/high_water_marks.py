@@ -2,9 +2,10 @@
 
 One ``HighWaterMark`` row per ``(task_id, run_id, environment_instance_id)`` holds the committed
 generation and the digest of its envelope bytes, outside the checkpoint. It lives on the database
-alias ``runtime.routers.hwm_alias`` names, which may be its own database
-(``RATCHET_HWM_DATABASE_URL``). Only a compare-and-set (:func:`hwm_advance`) moves it forward;
-the commit protocol in ``runtime.checkpoints`` says when.
+alias ``runtime.routers.hwm_alias`` names: a database of its own (``hwm.sqlite3`` in the var dir,
+``<name>_hwm`` beside a PostgreSQL one, or ``RATCHET_HWM_DATABASE_URL``; DESIGN.md section 4.2),
+so a main database restored from a backup fails closed. Only a compare-and-set
+(:func:`hwm_advance`) moves it forward; the commit protocol in ``runtime.checkpoints`` says when.
 
 Every access fails closed: a missing row, table or database is a
 :class:`HighWaterMarkMissingError`, never "generation 0".
@@ -21,6 +22,7 @@ from django.db import (
     IntegrityError,
     OperationalError,
     ProgrammingError,
+    connections,
     transaction,
 )
 from django.db.models import QuerySet
@@ -34,6 +36,8 @@ from runtime.routers import hwm_alias
 HWM_STORE_ERRORS = (OperationalError, ProgrammingError)
 """A missing table (ProgrammingError on PostgreSQL, OperationalError on SQLite) or an unreachable
 database (OperationalError): the HWM store is missing, so fail closed."""
+
+_STORE_HINT = "; if this is a new install or an upgrade, run `manage.py migrate`"
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,8 @@ def hwm_read(*, run: Run) -> HighWaterMarkInfo:
             row = query.first()
     except HWM_STORE_ERRORS as exc:
         raise HighWaterMarkMissingError(
-            f"the high-water mark store is unavailable ({type(exc).__name__}): failing closed",
+            f"the high-water mark store is unavailable ({type(exc).__name__}): failing closed"
+            + _STORE_HINT,
             run_id=run.run_id,
             alias=alias,
         ) from None
@@ -165,7 +170,40 @@ def hwm_create(*, run_id: str, task_id: str, environment_instance_id: str) -> No
         ) from None
     except HWM_STORE_ERRORS as exc:
         raise HighWaterMarkMissingError(
-            f"the high-water mark store is unavailable ({type(exc).__name__})",
+            f"the high-water mark store is unavailable ({type(exc).__name__})" + _STORE_HINT,
             run_id=run_id,
             alias=alias,
         ) from None
+
+
+def hwm_adopt_from_main() -> int:
+    """Move marks a release that kept them in the main database left there into the mark store.
+
+    Run by ``manage.py migrate`` after it migrated the mark store (DESIGN.md section 4.2). A
+    mark the store already holds for the same scope wins (it is the authority); every row is
+    then deleted from the main database's table, so a later restore of that database cannot
+    bring an old mark back through here. Copy first, delete second: a crash in between leaves
+    rows that the next ``migrate`` copies (as no-ops) and deletes.
+
+    Returns the number of rows found in the main database (0 when its table does not exist).
+
+    Raises:
+        OperationalError / ProgrammingError: either database refused (nothing deleted then).
+    """
+    alias = hwm_alias()
+    table = HighWaterMark._meta.db_table
+    if alias == DEFAULT_DB_ALIAS or table not in connections[DEFAULT_DB_ALIAS].introspection.table_names():
+        return 0
+    fields = ("task_id", "run_id", "environment_instance_id", "generation", "checkpoint_digest",
+              "updated_at")
+    rows = list(HighWaterMark.objects.using(DEFAULT_DB_ALIAS).values("pk", *fields))
+    if not rows:
+        return 0
+    with transaction.atomic(using=alias):
+        HighWaterMark.objects.using(alias).bulk_create(
+            [HighWaterMark(**{f: row[f] for f in fields}) for row in rows], ignore_conflicts=True)
+    # Nothing writes marks to the main database any more, so "up to the largest key copied" is
+    # exactly the rows copied, in one statement however many there are.
+    HighWaterMark.objects.using(DEFAULT_DB_ALIAS).filter(
+        pk__lte=max(row["pk"] for row in rows)).delete()
+    return len(rows)

@@ -15,12 +15,15 @@ evidence bundle always verify the whole chain (``full=True``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from django.db import transaction
+from django.db import router, transaction
+from django.db.models import QuerySet
 from django.db.models.functions import Now
 
 from runtime.cases import review_case_id
+from runtime.compiled_updates import compiled_delete, compiled_insert, compiled_rows
 from runtime.core.checkpoint import LedgerHead, Phase, StopReason
 from runtime.core.ledger import LedgerEntry, LedgerKind, ledger_chain_check
 from runtime.errors import LedgerChainError
@@ -71,7 +74,8 @@ def ledger_rows_add(*, run_id: str, entries: Sequence[LedgerEntry], generation: 
             transaction rolls back; the fence makes this impossible for a current lease holder).
     """
     if entries:
-        LedgerRow.objects.bulk_create([
+        # Compiled once per row count (runtime.compiled_updates): the commit's hot path.
+        compiled_insert(alias=router.db_for_write(LedgerRow), objs=[
             LedgerRow(run_id=run_id, seq=e.seq, kind=e.kind.value, key=e.key,
                       body=e.body.decode("utf-8"), prev_hash=e.prev_hash, entry_hash=e.entry_hash,
                       generation=generation)
@@ -87,8 +91,12 @@ def ledger_orphans_drop(*, run_id: str, committed_length: int) -> int:
     signed head is the ledger's end) and would collide with the next commit's ``seq``. Only a
     caller holding the fenced run row lock may call this, so nothing committed can be beyond.
     """
-    deleted, _ = LedgerRow.objects.filter(run_id=run_id, seq__gt=committed_length).delete()
-    return deleted
+    # Every split-HWM commit runs it: compiled once (runtime.compiled_updates). Nothing
+    # references ledger rows or listens to their deletion, so the DELETE is the whole of it.
+    return compiled_delete(
+        alias=router.db_for_write(LedgerRow), shape=("ledger_orphans",),
+        build=lambda s: LedgerRow.objects.filter(run_id=s["run_id"], seq__gt=s["length"]),
+        slots={"run_id": run_id, "length": committed_length})
 
 
 def ledger_committed(*, run_id: str, head: LedgerHead) -> None:
@@ -120,8 +128,10 @@ def ledger_verify(*, run_id: str, head: LedgerHead, full: bool = False) -> None:
 
 
 def _verify_from(*, run_id: str, start: LedgerHead, head: LedgerHead) -> None:
-    rows = LedgerRow.objects.filter(run_id=run_id, seq__gte=max(start.length, 1),
-                                    seq__lte=head.length).order_by("seq").values_list(*_COLUMNS)
+    rows = compiled_rows(alias=router.db_for_read(LedgerRow), shape=("ledger_verify",),
+                         build=_verify_rows, slots={"run_id": run_id,
+                                                    "first": max(start.length, 1),
+                                                    "last": head.length})
     entries = [_entry(r) for r in rows]
     if start.length:
         if not entries or entries[0].seq != start.length or entries[0].entry_hash != start.head:
@@ -129,6 +139,12 @@ def _verify_from(*, run_id: str, start: LedgerHead, head: LedgerHead) -> None:
                                    run_id=run_id, seq=start.length)
         entries = entries[1:]
     ledger_chain_check(run_id=run_id, start=start, rows=entries, expected=head)
+
+
+def _verify_rows(s: Mapping[str, Any]) -> QuerySet[Any]:
+    # Every restore runs it: compiled once per process (runtime.compiled_updates).
+    return (LedgerRow.objects.filter(run_id=s["run_id"], seq__gte=s["first"], seq__lte=s["last"])
+            .order_by("seq").values_list(*_COLUMNS))
 
 
 def ledger_entries(*, run_id: str, head: LedgerHead) -> list[LedgerEntry]:

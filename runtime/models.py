@@ -463,3 +463,85 @@ class RegressRecord(AppendOnly):
 
     def __str__(self) -> str:
         return f"regress of {self.combination_id[:19]}: {'pass' if self.passed else 'fail'}"
+
+
+class AdmissionThreshold(models.Model):
+    """An admin's override of one admission threshold for a scope, edited in the dashboard
+    (DESIGN.md section 8.3). ``tenant_id`` / ``task_id`` may be ``"*"`` (every tenant, every
+    task of the tenant); ``name`` is one of ``runtime.admission_thresholds.NAMES``. Overrides win
+    over settings, which win over the defaults. Every change also appends an
+    ``AdmissionThresholdChange``. Service: ``runtime.admission_thresholds``."""
+
+    tenant_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=32)
+    value = models.FloatField()
+    changed_by = models.CharField(max_length=200)
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant_id", "task_id", "name"],
+                                               name="admission_threshold_scope_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.value:g} for {self.tenant_id}/{self.task_id}"
+
+
+class AdmissionThresholdChange(AppendOnly):
+    """The audit trail of threshold overrides: who changed which one, when, from what to what
+    and why (``old_value`` / ``new_value`` None: no override before / override removed)."""
+
+    tenant_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=32)
+    old_value = models.FloatField(null=True, blank=True)
+    new_value = models.FloatField(null=True, blank=True)
+    changed_by = models.CharField(max_length=200)
+    changed_at = models.DateTimeField()
+    reason = models.TextField()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant_id", "task_id", "changed_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.old_value} -> {self.new_value} for {self.tenant_id}/{self.task_id}"
+
+
+class AdmissionClosing(AppendOnly):
+    """The first refusal of a scope's new runs after its last re-open: which metric closed
+    admission, its value and threshold (DESIGN.md section 8.3). Service: ``runtime.admission``."""
+
+    tenant_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200)
+    metric = models.CharField(max_length=64)
+    value = models.FloatField()
+    threshold = models.FloatField()
+    closed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant_id", "task_id", "closed_at"])]
+
+    def __str__(self) -> str:
+        return f"admission closed for {self.tenant_id}/{self.task_id} on {self.metric}"
+
+
+class RunSearchTerm(models.Model):
+    """One normalised piece of a run's content the dashboard's search matches by its start: an
+    idempotency key, an action kind or target, a commit message or one of its words, a changed
+    path (``runtime.core.search_text``; DESIGN.md section 6.8). Written with the checkpoint commit
+    that records the intent (``runtime.search_terms``); derived data, not evidence, so it goes
+    with its run."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="search_terms", db_index=False)
+    kind = models.CharField(max_length=16)
+    term = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "kind", "term"], name="run_search_term_unique")]
+        # varchar_pattern_ops (PostgreSQL only; other databases ignore it): a LIKE 'prefix%'
+        # is an index range scan under any collation.
+        indexes = [models.Index(fields=["term", "run"], opclasses=["varchar_pattern_ops", "varchar_pattern_ops"],
+                                name="run_search_term_prefix")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.term!r} of {self.run_id}"

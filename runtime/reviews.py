@@ -6,9 +6,10 @@ environment version, the reason and a trace excerpt. A reviewer resolves it with
 ``abort``, signed (Ed25519) under the reviewer trust root -- with the reviewer role's key held by
 the dashboard, or with a person's own key file on the command line -- and bound to task, run,
 policy, action, key, both digests, the receipt fingerprint, the environment and a one-time nonce
-(``decision_prepare`` -> ``decision_sign_for``). A decision is usable for
-``RATCHET_DECISION_SECONDS`` after it was signed, judged by the database clock (DESIGN.md
-section 6.3).
+(``decision_prepare`` -> ``decision_sign_for``). A decision carries a signed ``expires_at``
+(``RATCHET_DECISION_SECONDS`` after it was signed by the database clock) and is refused
+(:class:`~runtime.errors.DecisionExpiredError`, traced) once the database clock reaches it; one
+signed before decisions carried an expiry is never applied (DESIGN.md section 6.3).
 
 ``case_decide`` applies a signed decision under the run's lease: it re-reads the authoritative
 receipt from the adapter and re-observes the environment, and keeps the run frozen -- recording
@@ -55,6 +56,7 @@ from runtime.core.statemachine import Event, transition
 from runtime.db_clock import db_now
 from runtime.errors import (
     BadSignatureError,
+    DecisionExpiredError,
     DecisionRefusedError,
     ReviewCaseNotFoundError,
     UnknownKeyError,
@@ -142,7 +144,9 @@ def decision_sign_for(*, case_id: str, reviewer: str, decision: DecisionKind | s
     """
     fields = dict(binding) if binding is not None else decision_prepare(case_id=case_id)
     fields.update({"reviewer": reviewer, "decision": DecisionKind(decision), "issued_at": db_now()})
-    return decision_sign(keyring=keyring or signer_for(TrustRoot.REVIEWER), binding=fields)
+    fields.pop("expires_at", None)  # always issued_at + the configured validity, never the caller's
+    return decision_sign(keyring=keyring or signer_for(TrustRoot.REVIEWER), binding=fields,
+                         validity_seconds=settings.RATCHET_DECISION_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,7 @@ class DecisionOutcome:
     phase: str
     reason: str = ""
     already_applied: bool = False
+    expired: bool = False
 
 
 def case_decide(*, decision: SignedDecision, worker: str | None = None) -> DecisionOutcome:
@@ -180,11 +185,13 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
         state = ctx.state
         ref = _find_ref(state, decision.case_id)
 
-        def refuse(reason: str) -> DecisionOutcome:
+        def refuse(reason: str, *, expired: bool = False) -> DecisionOutcome:
             trace_append(run_id=run_id, event_type="review.refused",
                          payload={"case_id": decision.case_id, "decision": kind.value, "reviewer": decision.reviewer,
-                                  "nonce": decision.nonce, "key_id": decision.key_id, "reason": reason})
-            return DecisionOutcome(decision.case_id, run_id, False, kind.value, state.phase.value, reason)
+                                  "nonce": decision.nonce, "key_id": decision.key_id, "reason": reason,
+                                  **({"expired": True} if expired else {})})
+            return DecisionOutcome(decision.case_id, run_id, False, kind.value, state.phase.value, reason,
+                                   expired=expired)
 
         if ref.status != ReviewCaseStatus.OPEN:
             if ref.decision is not None and ref.decision.nonce == decision.nonce and ref.decision.mac == decision.mac:
@@ -205,8 +212,13 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
         if misnamed:
             return refuse(f"wrong reviewer: {misnamed}")
         now = db_now()
-        if decision_expires_at(decision, validity_seconds=settings.RATCHET_DECISION_SECONDS) <= now:
-            return refuse("expired decision: signed more than RATCHET_DECISION_SECONDS ago by the database clock")
+        expires_at = decision_expires_at(decision, validity_seconds=settings.RATCHET_DECISION_SECONDS)
+        if expires_at is None:
+            return refuse("expired decision: it carries no signed expiry (signed before decisions expired)",
+                          expired=True)
+        if expires_at <= now:
+            return refuse(f"expired decision: its validity ended at {expires_at.isoformat()} by the database clock",
+                          expired=True)
         if decision.issued_at > now + timedelta(seconds=FUTURE_STAMP_SECONDS):
             return refuse("decision is stamped in the future by the database clock")
         if state_ledger(state).nonce_consumed(decision.nonce):
@@ -277,5 +289,7 @@ def _fresh_ref(observed: Any, state: RunState) -> Any:
 
 
 def decision_refused_error(outcome: DecisionOutcome) -> DecisionRefusedError:
-    """A typed error for a refused outcome (for CLIs that exit non-zero)."""
-    return DecisionRefusedError(outcome.reason, case_id=outcome.case_id, run_id=outcome.run_id)
+    """A typed error for a refused outcome (for CLIs that exit non-zero):
+    :class:`DecisionExpiredError` for an expired decision, else :class:`DecisionRefusedError`."""
+    kind = DecisionExpiredError if outcome.expired else DecisionRefusedError
+    return kind(outcome.reason, case_id=outcome.case_id, run_id=outcome.run_id)

@@ -1,4 +1,5 @@
-"""Database routing: the high-water mark may live in its own database (``RATCHET_HWM_DATABASE_URL``)."""
+"""Database routing: the high-water marks live in their own database, the ``hwm`` alias
+(DESIGN.md section 4.2; ``runtime.settings`` always configures it)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from django.conf import settings
 
 
 def hwm_alias() -> str:
-    """The database alias holding ``HighWaterMark`` rows: ``"hwm"`` when configured, else ``"default"``."""
+    """The database alias holding ``HighWaterMark`` rows: ``"hwm"`` (always configured by
+    ``runtime.settings``); ``"default"`` only under settings that define no ``hwm`` alias."""
     return "hwm" if "hwm" in settings.DATABASES else "default"
 
 
 class HighWaterMarkRouter:
-    """Send the ``HighWaterMark`` model to :func:`hwm_alias`; everything else stays on default."""
+    """Send the ``HighWaterMark`` model to :func:`hwm_alias`; everything else stays on default,
+    and the ``hwm`` database holds nothing but the marks (and Django's migration records)."""
 
     def _is_hwm(self, model: Any) -> bool:
         return model._meta.app_label == "runtime" and model._meta.model_name == "highwatermark"

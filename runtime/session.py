@@ -33,6 +33,7 @@ from runtime.cases import case_sync
 from runtime.checkpoints import checkpoint_commit, checkpoint_restore
 from runtime.core.checkpoint import EnvironmentRef, RunState, VersionSet
 from runtime.environments import adapter_bind
+from runtime.errors import RunSpecMissingError
 from runtime.heartbeats import LeaseHeartbeat
 from runtime.leases import Lease, lease_acquire_waiting, lease_release
 from runtime.models import Run
@@ -241,8 +242,15 @@ def observation_json(obs: Observation) -> dict[str, str]:
 
 def adapter_for_run(run: Run) -> Adapter:
     """Open the adapter a run acts on (from the spec stored with the run); read-only use is safe
-    without the lease, writes need one."""
+    without the lease, writes need one.
+
+    Raises:
+        RunSpecMissingError: the run has no stored task spec or target (named in ``missing``).
+    """
     stored = run.spec or {}
+    missing = [key for key in ("task", "target") if not stored.get(key)]
+    if missing:
+        raise RunSpecMissingError(run_id=run.run_id, missing=", ".join(missing))
     spec = TaskSpec.from_json(stored["task"])
     return open_adapter(spec.environment.adapter, Path(stored["target"]), entry=spec.environment.entry,
                         options=spec.environment.options)

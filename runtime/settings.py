@@ -5,6 +5,9 @@ Celery broker that needs no server (SQLAlchemy transport on another SQLite file)
 ``DATABASE_URL=postgres://...`` and ``CELERY_BROKER_URL=redis://...`` or ``amqp://...``.
 
 A malformed value raises ``ImproperlyConfigured`` naming the variable (house style 9).
+
+Over 400 lines: every environment variable the project reads is read here and nowhere else, so an
+operator has one file to look up what a variable does and what its default is.
 """
 
 from __future__ import annotations
@@ -159,10 +162,46 @@ TEMPLATES = [
 DATABASES: dict[str, Any] = {
     "default": _database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'ratchet.sqlite3'}"),
 }
-_hwm = _database("RATCHET_HWM_DATABASE_URL", None)
-if _hwm is not None:
-    # DESIGN.md section 4: the high-water mark may live outside the checkpoint store.
-    DATABASES["hwm"] = _hwm
+
+
+def _hwm_database(main: dict[str, Any]) -> dict[str, Any]:
+    """The high-water mark store, always a database of its own (DESIGN.md section 4.2), so a main
+    database restored from a backup fails closed: ``RATCHET_HWM_DATABASE_URL`` if set; else one
+    named after the main database: ``<stem>-hwm.sqlite3`` beside an SQLite file (in the var dir by
+    default), ``<name>_hwm`` on the same server beside a PostgreSQL database (created by the
+    operator). Being a function of the main database, a child process given only a
+    ``DATABASE_URL`` (tests: the test database) finds the same store as its parent.
+
+    Raises:
+        ImproperlyConfigured: the URL is malformed or names the main database itself.
+    """
+    if env.str("RATCHET_HWM_DATABASE_URL", default=""):
+        config: dict[str, Any] = _database("RATCHET_HWM_DATABASE_URL", None) or {}
+    elif main["ENGINE"].endswith("sqlite3"):
+        path = Path(str(main["NAME"]))
+        config = _database("RATCHET_HWM_DATABASE_URL",
+                           f"sqlite:///{path.with_name(f'{path.stem}-hwm{path.suffix}')}") or {}
+    else:
+        # 63 bytes is PostgreSQL's identifier limit; the suffix must survive the cut.
+        config = {**main, "NAME": f"{str(main['NAME'])[:59]}_hwm", "TEST": {},
+                  "OPTIONS": dict(main.get("OPTIONS") or {})}
+
+    def where(db: dict[str, Any]) -> tuple[str, ...]:
+        name = str(db.get("NAME") or "")
+        if db["ENGINE"].endswith("sqlite3"):
+            name = str(Path(name).resolve())
+        return db["ENGINE"], str(db.get("HOST") or ""), str(db.get("PORT") or ""), name
+
+    if where(config) == where(main):
+        raise ImproperlyConfigured(
+            "RATCHET_HWM_DATABASE_URL names the main database: the high-water marks must live in "
+            "another database, or a restored backup of the main one is taken as the newest state "
+            "(unset it for the default, or name a second database)"
+        )
+    return config
+
+
+DATABASES["hwm"] = _hwm_database(DATABASES["default"])
 DATABASE_ROUTERS = ["runtime.routers.HighWaterMarkRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -265,6 +304,11 @@ RATCHET_GATEWAY_RATE_LIMIT = _positive_int("RATCHET_GATEWAY_RATE_LIMIT", 120)
 RATCHET_GATEWAY_RATE_WINDOW_SECONDS = _seconds("RATCHET_GATEWAY_RATE_WINDOW_SECONDS", 60.0)
 RATCHET_GATEWAY_MAX_BYTES = _positive_int("RATCHET_GATEWAY_MAX_BYTES", 1_048_576)
 RATCHET_GATEWAY_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_WAIT_SECONDS", 10.0)
+# How long an MCP call whose client accepted the approval elicitation waits (bounded to 600 s),
+# how often it reads the run row meanwhile, and whether the gateway keeps restored sessions.
+RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS", 120.0)
+RATCHET_GATEWAY_APPROVAL_POLL_SECONDS = _seconds("RATCHET_GATEWAY_APPROVAL_POLL_SECONDS", 0.5)
+RATCHET_GATEWAY_REUSE_SESSIONS = _typed("RATCHET_GATEWAY_REUSE_SESSIONS", env.bool, True)
 RATCHET_DASHBOARD_URL = env.str("RATCHET_DASHBOARD_URL", default="")
 # /metrics (DESIGN.md section 8.1): bearer token; unset, only loopback requests are served.
 RATCHET_METRICS_TOKEN = env.str("RATCHET_METRICS_TOKEN", default="")

@@ -37,6 +37,7 @@ from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.errors import RunNotFoundError, TraceChainError
 from runtime.metrics import metrics_events_count, metrics_labels_remember
 from runtime.models import Run, TraceEvent
+from runtime.search_terms import search_terms_record
 
 _HEADS: dict[str, tuple[int, str]] = {}
 """run id -> the trace ``(seq, head)`` this process last wrote: a compare-and-set hint for the
@@ -63,6 +64,7 @@ def trace_head_remember(run_id: str, seq: int, head: str) -> None:
     built = _BUILT.pop(run_id, None)
     if built is not None and built[0] == seq and built[1] == head:
         metrics_events_count(run_id=run_id, events=built[2])
+        search_terms_record(run_id=run_id, events=built[2])  # the dashboard's search (section 6.8)
 
 
 def trace_head_forget(run_id: str) -> None:
@@ -229,6 +231,7 @@ def trace_append_txn(
     _HEADS[run_id] = (seq, event.hash)
     _BUILT.pop(run_id, None)
     metrics_events_count(run_id=run_id, events=[(event_type, body)], phase_before=head["phase"])
+    search_terms_record(run_id=run_id, events=[(event_type, body)])
     return event
 
 

@@ -9,9 +9,29 @@ import pytest
 from runtime.core.signing import TrustRoot
 from tests.helpers.keys import TestKey, make_test_key
 
+_DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback",
+                "live_server"}
+
+
+def _every_database(items: list[pytest.Item]) -> None:
+    """A test that uses the database may use the high-water mark store too: it is its own
+    database (the ``hwm`` alias, DESIGN.md section 4.2), which pytest-django would otherwise
+    neither create nor let the test touch. Keeps the test's own ``django_db`` arguments."""
+    for item in items:
+        marker = item.get_closest_marker("django_db")
+        if marker is None and not _DB_FIXTURES & set(getattr(item, "fixturenames", ())):
+            continue
+        kwargs = dict(marker.kwargs) if marker else {}
+        if "databases" in kwargs or (marker and len(marker.args) > 1):
+            continue  # the test names its databases itself
+        kwargs["databases"] = "__all__"
+        item.add_marker(pytest.mark.django_db(*(marker.args if marker else ()), **kwargs), append=False)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark PostgreSQL-only tests to skip on SQLite; under CI they run in the PostgreSQL pass."""
+    """Let database tests reach every database; mark PostgreSQL-only tests to skip on SQLite
+    (under CI they run in the PostgreSQL pass)."""
+    _every_database(items)
     on_postgres = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
     if on_postgres:
         return

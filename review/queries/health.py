@@ -10,17 +10,19 @@ holds the exact median and p95, not a made-up point.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Count, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import Now
 
 from review.queries.runs import LIVE_PHASES
-from review.scope import scope_filter
+from review.scope import AllTenants, scope_filter, scope_tenants
 from runtime.metrics import metrics_bucket_start
 from runtime.metrics_rules import DURATION_BUCKETS_SECONDS
 from runtime.models import CaseStatus, MetricCounter, Phase, ReviewCase, Run
@@ -293,3 +295,23 @@ def health_summary(*, user: Any, range_name: str = DEFAULT_RANGE) -> Health:
         waiting_approvals=counts.get(Phase.AWAITING_APPROVAL.value, 0),
         open_cases=cases.count(),
     )
+
+
+HEALTH_SECONDS = 15
+"""How long one computed :class:`Health` serves the page for the same tenant scope and range
+(seconds): its run counts group every run and its totals sum every counter bucket, so they are
+computed at most once per this many seconds however many people watch (DESIGN.md section 6.8)."""
+
+
+def health_summary_cached(*, user: Any, range_name: str = DEFAULT_RANGE) -> Health:
+    """:func:`health_summary` for ``user``'s tenant scope, reused for ``HEALTH_SECONDS`` by
+    everyone with the same scope (the key is the scope, never the user, so no tenant's figures
+    reach another scope)."""
+    scope = scope_tenants(user=user)
+    who = "all" if isinstance(scope, AllTenants) else ",".join(sorted(scope))
+    key = "ratchet:health:" + hashlib.sha256(f"{range_name}|{who}".encode()).hexdigest()[:32]
+    found = cache.get(key)
+    if found is None:
+        found = health_summary(user=user, range_name=range_name)
+        cache.set(key, found, HEALTH_SECONDS)
+    return found

@@ -5,7 +5,6 @@ choices (DESIGN.md section 6.8)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -41,15 +40,16 @@ def _day(text: str) -> date | None:
     try:
         return date.fromisoformat(text.strip()) if text.strip() else None
     except ValueError:
-        return None  # an invalid date filters nothing, like every other invalid field
+        return None  # the form refuses it first (review.forms); a caller's bad day filters nothing
 
 
 @dataclass(frozen=True)
 class RunFilters:
     """Runs list filters; empty strings mean "any".
 
-    ``q``: the leading part of a run id (a prefix, as the trace browser takes it: the run-id
-    index serves it). ``key``: the leading part of an idempotency key the run used (the key's
+    ``q``: the search box: the runs ``review.queries.search.search_runs`` matched are passed in
+    ``matched`` (a partial run id, key, path, action or message words); without ``matched``, ``q``
+    is a run-id prefix. ``key``: the leading part of an idempotency key the run used (the key's
     unique index serves it). ``date_field`` (``created`` or ``updated``) with ``date_from`` and
     ``date_to``: ISO days, inclusive, UTC.
     """
@@ -62,6 +62,9 @@ class RunFilters:
     date_field: str = "created"
     date_from: str = ""
     date_to: str = ""
+    matched: tuple[str, ...] | None = None
+    capped: bool = False
+    """The search named more runs than it reads (the page asks to narrow it)."""
 
     def apply(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         """``runs`` narrowed by every non-empty filter."""
@@ -71,7 +74,9 @@ class RunFilters:
             runs = runs.filter(tenant_id=self.tenant)
         if self.task:
             runs = runs.filter(task_id=self.task)
-        if self.q:
+        if self.matched is not None:
+            runs = runs.filter(run_id__in=self.matched)
+        elif self.q:
             runs = runs.filter(run_id__startswith=self.q)
         if self.key:
             keyed = (IdempotencyRecord.objects.filter(idempotency_key__startswith=self.key)
@@ -84,18 +89,6 @@ class RunFilters:
         if end is not None:
             runs = runs.filter(**{f"{column}__lt": datetime.combine(end + timedelta(days=1), time.min, UTC)})
         return runs
-
-
-def run_filters_extra(query: Mapping[str, str]) -> dict[str, str]:
-    """The runs list's key and date-range filters from a query string (``key``, ``date_field``,
-    ``from``, ``to``), as keyword arguments for :class:`RunFilters`; bad values are dropped."""
-    field = query.get("date_field", "created")
-    return {
-        "key": query.get("key", "").strip()[:200],
-        "date_field": field if field in ("created", "updated") else "created",
-        "date_from": query.get("from", "") if _day(query.get("from", "")) else "",
-        "date_to": query.get("to", "") if _day(query.get("to", "")) else "",
-    }
 
 
 @dataclass(frozen=True)
@@ -160,8 +153,11 @@ def _after(runs: QuerySet[Run], cursor: str, column: str, descending: bool) -> Q
     if column == "run_id":
         return runs.filter(run_id__lt=cursor) if descending else runs.filter(run_id__gt=cursor)
     anchor = Subquery(Run.objects.filter(run_id=cursor).values(column)[:1])
-    beyond, tie = ("lt", "lt") if descending else ("gt", "gt")
-    return runs.filter(Q(**{f"{column}__{beyond}": anchor}) | Q(**{column: anchor, f"run_id__{tie}": cursor}))
+    beyond = "lt" if descending else "gt"
+    # ``column >= anchor`` first (``<=`` descending): a bound the ``(column, run_id)`` index
+    # starts its scan at; the OR alone would make the database read the order from its start.
+    return runs.filter(Q(**{f"{column}__{beyond}e": anchor}),
+                       Q(**{f"{column}__{beyond}": anchor}) | Q(**{f"run_id__{beyond}": cursor}))
 
 
 def run_list(*, filters: Any, cursor: str = "", since: str | None = None,
@@ -170,9 +166,8 @@ def run_list(*, filters: Any, cursor: str = "", since: str | None = None,
 
     Keyset, not ``OFFSET``: the query reads ``RUNS_PER_PAGE + 1`` rows in the ``(column,
     run_id)`` order wherever the page is, and no ``COUNT(*)`` runs (DESIGN.md section 6.8).
-    Indexes serve the default order (newest first, also per phase), the run id and the
-    tenant-then-task order; ``updated`` without a phase filter is sorted by the database (see
-    DESIGN.md section 6.8). Two queries (the page, then the checkpoint verdicts of its rows).
+    Indexes serve every order: newest first (also per phase), ``updated``, the run id, and
+    tenant, task and phase each then the run id (DESIGN.md section 6.8). Two queries (the page, then the checkpoint verdicts of its rows).
 
     Args:
         filters: what to match (:class:`RunFilters`, or anything with ``apply(queryset)``).

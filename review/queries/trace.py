@@ -11,6 +11,7 @@ from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 
 from review.queries.runs import CHOICES_LIMIT
+from review.queries.search import search_runs
 from review.queries.steps import Step, step_timeline
 from review.scope import scope_filter
 from runtime.models import Run, TraceEvent
@@ -104,9 +105,12 @@ class _KnownCountPaginator(Paginator):
 
 @dataclass(frozen=True)
 class TraceFilters:
-    """Trace browser filters; empty strings mean "any"."""
+    """Trace browser filters; empty strings mean "any". ``run``: a run id or its start; ``q``:
+    the content search (``review.queries.search``), both narrowing to at most ``RUN_MATCHES``
+    runs."""
 
     run: str = ""
+    q: str = ""
     event_type: str = ""
     environment_version: str = ""
 
@@ -136,6 +140,8 @@ class TraceBrowserPage:
     runs: list[str]
     run: Run | None
     chain: ChainVerdict | None
+    capped: bool = False
+    """The search named more runs than ``RUN_MATCHES``: the page asks to narrow it."""
 
 
 def _runs_matching(text: str, user: Any) -> list[str]:
@@ -152,14 +158,22 @@ def trace_search(*, user: Any, filters: TraceFilters, before: str = "", verify: 
                  ) -> TraceBrowserPage:
     """Trace events across the runs ``user`` may see (DESIGN.md section 6.6) matching
     ``filters``, newest first, ``EVENTS_PER_PAGE`` at a time before the event id ``before``
-    (keyset; no ``COUNT(*)``). A partial run id matches the runs whose id starts with it."""
+    (keyset; no ``COUNT(*)``). A partial run id matches the runs whose id starts with it; the
+    content search (``filters.q``, DESIGN.md section 6.8) the runs it names; both at most
+    ``RUN_MATCHES`` runs, and both together the runs both name."""
     events = scope_filter(user=user, queryset=TraceEvent.objects.all(),
                           field="run__tenant_id").order_by("-id")
     runs: list[str] = []
     run = None
     chain = None
-    if filters.run:
-        runs = _runs_matching(filters.run, user)
+    capped = False
+    if filters.run or filters.q:
+        runs = _runs_matching(filters.run, user) if filters.run else []
+        if filters.q:
+            hits = search_runs(text=filters.q, user=user, limit=RUN_MATCHES)
+            named = sorted(hits.run_ids)
+            runs = [r for r in runs if r in hits.run_ids] if filters.run else named[:RUN_MATCHES]
+            capped = hits.capped or len(named) > RUN_MATCHES
         events = events.filter(run_id__in=runs)
         if len(runs) == 1:
             run = Run.objects.defer("spec").get(run_id=runs[0])
@@ -180,6 +194,7 @@ def trace_search(*, user: Any, filters: TraceFilters, before: str = "", verify: 
         runs=runs,
         run=run,
         chain=chain,
+        capped=capped,
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from runtime.adapters.deadline import CommitDeadline
 from runtime.adapters.paths import check_relative_path
 from runtime.core.canonical import DIGEST_RE
 from runtime.core.checkpoint import Action
@@ -127,8 +128,11 @@ def check_no_nested_paths(changes: Iterable[FileChange]) -> None:
 
 
 def check_call(*, idempotency_key: Any, intent_digest: Any, fencing_token: Any,
-               approval_digest: Any) -> None:
+               approval_digest: Any, not_after: Any = None) -> None:
     """Validate ``execute`` call arguments before anything is read or written.
+
+    ``not_after`` is None or a :class:`~runtime.adapters.deadline.CommitDeadline` (DESIGN.md
+    section 5.5).
 
     The key must be 1-200 characters without control characters or surrounding whitespace
     (it is written into a git trailer or a journal line and must read back identically).
@@ -150,4 +154,7 @@ def check_call(*, idempotency_key: Any, intent_digest: Any, fencing_token: Any,
                                  idempotency_key=idempotency_key)
     if not isinstance(fencing_token, int) or isinstance(fencing_token, bool) or fencing_token < 0:
         raise InvalidActionError("fencing token must be a non-negative integer",
+                                 idempotency_key=idempotency_key)
+    if not_after is not None and not isinstance(not_after, CommitDeadline):
+        raise InvalidActionError("not_after must be a CommitDeadline or None",
                                  idempotency_key=idempotency_key)

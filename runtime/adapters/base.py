@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from runtime.adapters.deadline import CommitDeadline
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import Action, EnvironmentRef, Receipt
 
@@ -138,6 +139,7 @@ class Adapter(Protocol):
         fencing_token: int,
         blobs: BlobSource,
         approval_digest: str | None = None,
+        not_after: CommitDeadline | None = None,
     ) -> Receipt:
         """Apply one write exactly once per idempotency key and return its receipt.
 
@@ -145,9 +147,17 @@ class Adapter(Protocol):
         unchanged and nothing is written, even when its intent digest differs (the engine
         compares and freezes the run on a conflict, DESIGN.md section 6).
 
+        ``not_after`` (optional for plug-ins, DESIGN.md section 5.5): an approved write's
+        deadline. An adapter that takes it declares ``accepts_not_after = True``, calls
+        ``not_after.check()`` immediately before its commit point and records the receipt's
+        ``committed_at`` on ``not_after.now()``'s clock; the engine passes it only to adapters
+        that take it (:func:`runtime.adapters.deadline.adapter_takes_deadline`).
+
         Raises:
             FencingTokenError: ``fencing_token`` is older than the newest the adapter has seen
                 (DESIGN.md section 4, Ownership); nothing written.
+            CommitDeadlinePassedError: ``not_after`` passed before the commit point; nothing
+                written.
             InvalidActionError, PathEscapeError, BlobDigestMismatchError,
             PreconditionFailedError: nothing written.
         """

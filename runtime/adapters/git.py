@@ -67,6 +67,7 @@ import pygit2
 from runtime.adapters.actions import check_call
 from runtime.adapters.base import BlobSource, Observation
 from runtime.adapters.blobs import fetch_blob
+from runtime.adapters.deadline import CommitDeadline
 from runtime.adapters.fence import fence_raise
 from runtime.adapters.git_commit_params import CommitPlan, Identity, parse_action
 from runtime.adapters.git_key_index import KeyIndex
@@ -151,6 +152,7 @@ class GitAdapter:
     """
 
     kind = KIND
+    accepts_not_after = True
     adapter_version = ADAPTER_VERSION
 
     def __init__(self, target: str | Path, *, git: str = "git",
@@ -234,6 +236,7 @@ class GitAdapter:
         fencing_token: int,
         blobs: BlobSource,
         approval_digest: str | None = None,
+        not_after: CommitDeadline | None = None,
     ) -> Receipt:
         """Land ``action`` as one commit carrying the key, intent and fencing trailers.
 
@@ -246,6 +249,10 @@ class GitAdapter:
             fencing_token: the caller's lease version (>= 0).
             blobs: ``digest -> bytes`` for file contents and link targets.
             approval_digest: bound into the commit (``Approval-Digest`` trailer) when given.
+            not_after: the approval's deadline (DESIGN.md section 5.5): checked before the
+                commit object is made (its ``Committed-At`` trailer is that check's time on the
+                deadline's clock, rounded up to a whole second) and again immediately before the
+                ``update-ref`` that commits it.
 
         Returns:
             The receipt read back from the commit; for a key already in history, that commit's
@@ -253,6 +260,8 @@ class GitAdapter:
 
         Raises:
             FencingTokenError: the token is older than the newest seen; nothing written.
+            CommitDeadlinePassedError: ``not_after`` passed before ``update-ref``; HEAD is
+                unchanged (the unreferenced objects are git's garbage to collect).
             DuplicateReceiptError: the key is on more than one commit already.
             InvalidActionError, PathEscapeError, BlobDigestMismatchError,
             BlobUnavailableError, PreconditionFailedError (dirty working tree or a foreign git
@@ -261,7 +270,7 @@ class GitAdapter:
             AdapterBusyError, AdapterCommandError, AdapterTimeoutError.
         """
         check_call(idempotency_key=idempotency_key, intent_digest=intent_digest,
-                   fencing_token=fencing_token, approval_digest=approval_digest)
+                   fencing_token=fencing_token, approval_digest=approval_digest, not_after=not_after)
         with self._locked():
             self._recover_locked()
             self._index_refresh()
@@ -287,12 +296,16 @@ class GitAdapter:
             with tempfile.TemporaryDirectory(prefix="ratchet-git-") as scratch:
                 new_tree = build_tree(self._git, tree, plan.changes, contents,
                                       scratch=Path(scratch))
+            context = {"instance_id": self._instance_id, "idempotency_key": idempotency_key}
+            stamp = not_after.check_whole_seconds(**context) if not_after is not None else now
             message = message_with_trailers(
                 plan.message, idempotency_key=idempotency_key, intent_digest=intent_digest,
-                fencing_token=fencing_token, approval_digest=approval_digest, committed_at=now)
+                fencing_token=fencing_token, approval_digest=approval_digest, committed_at=stamp)
             commit = write_commit(self._git, tree=new_tree, parent=head, plan=plan,
                                   message=message)
             crash_point(CP_AFTER_OBJECTS)
+            if not_after is not None:
+                not_after.check(**context)  # the last moment before the commit point
             journal_begin(self._git_dir, commit_operation(
                 self._git_dir, old=head, new=commit, old_tree=tree, new_tree=new_tree))
             crash_point(CP_BEFORE_REF_UPDATE)

@@ -36,8 +36,10 @@ import httpx
 
 from runtime.adapters.actions import check_call
 from runtime.adapters.base import AdapterContext, BlobSource, Observation
+from runtime.adapters.deadline import CommitDeadline
 from runtime.adapters.http_contract import (
     APPROVAL_HEADER,
+    DEADLINE_HEADER,
     IDEMPOTENCY_HEADER,
     INTENT_HEADER,
     STALE_FENCE_TYPE,
@@ -95,6 +97,7 @@ class HttpAdapter:
     """
 
     kind = ADAPTER_KIND
+    accepts_not_after = True
     adapter_version = ADAPTER_VERSION
     options_model = HttpAdapterOptions
 
@@ -162,18 +165,25 @@ class HttpAdapter:
     # -- writes ------------------------------------------------------------------------------------
 
     def execute(self, action: Action, *, idempotency_key: str, intent_digest: str, fencing_token: int,
-                blobs: BlobSource, approval_digest: str | None = None) -> Receipt:
+                blobs: BlobSource, approval_digest: str | None = None,
+                not_after: CommitDeadline | None = None) -> Receipt:
         """Send the write once with its key and fencing token; return the service's stored receipt.
+
+        ``not_after`` (DESIGN.md section 5.5): the commit point is the service's, so the adapter
+        checks the deadline immediately before sending and tells the service the seconds left
+        (``Ratchet-Deadline-Seconds``); a service that honours it refuses a late commit itself.
+        The receipt's ``committed_at`` is the service's own record.
 
         Raises:
             InvalidActionError, HttpRequestNotAllowedError: refused before any request.
+            CommitDeadlinePassedError: ``not_after`` passed before the request; nothing sent.
             HttpOutcomeUnknownError: timeout, connection error or 5xx (settle by key).
             HttpRequestInFlightError: 409, an earlier request with this key is still running.
             FencingTokenError: the service has seen a newer fencing token.
             HttpCredentialExpiredError, HttpRequestRejectedError: nothing was written.
         """
         check_call(idempotency_key=idempotency_key, intent_digest=intent_digest, fencing_token=fencing_token,
-                   approval_digest=approval_digest)
+                   approval_digest=approval_digest, not_after=not_after)
         prepared = self._prepare(action)
         headers = {IDEMPOTENCY_HEADER: idempotency_key, self.options.fencing_header: str(fencing_token),
                    INTENT_HEADER: intent_digest, "Content-Type": "application/json", **self._auth()}
@@ -181,6 +191,9 @@ class HttpAdapter:
             headers[APPROVAL_HEADER] = approval_digest
         content = canonical_json(prepared.body) if prepared.body is not None else b""
         crash_point(CP_BEFORE_REQUEST)
+        if not_after is not None:
+            not_after.check(instance_id=self._instance, idempotency_key=idempotency_key)
+            headers[DEADLINE_HEADER] = f"{max(not_after.remaining_seconds(), 0.0):.3f}"
         try:
             response = self._client.request(prepared.method, prepared.url, content=content, headers=headers)
         except httpx.HTTPError as exc:

@@ -30,6 +30,9 @@ from runtime.core.canonical import canonical_json, sha256_hex
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 INTENT_HEADER = "Ratchet-Intent-Digest"
 APPROVAL_HEADER = "Ratchet-Approval-Digest"
+DEADLINE_HEADER = "Ratchet-Deadline-Seconds"
+"""Seconds (decimal) left before the write's approval expires, sent with an approved write: a
+relative budget, so the service needs no clock agreement to refuse a commit past it."""
 DEFAULT_FENCING_HEADER = "Ratchet-Fencing-Token"
 REPLAYED_HEADER = "Idempotent-Replayed"
 

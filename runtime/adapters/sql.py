@@ -33,6 +33,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from runtime.adapters.actions import check_call
 from runtime.adapters.base import AdapterContext, BlobSource, Observation
+from runtime.adapters.deadline import CommitDeadline
 from runtime.adapters.sql_options import SqlAdapterOptions
 from runtime.adapters.sql_redaction import column_redactor
 from runtime.adapters.sql_rows import Rows, row_json, rows_diff, rows_fingerprint, rows_listing, rows_read_txn
@@ -92,6 +93,7 @@ class SqlAdapter:
     """
 
     kind = KIND
+    accepts_not_after = True
     adapter_version = ADAPTER_VERSION
     options_model = SqlAdapterOptions
 
@@ -153,13 +155,17 @@ class SqlAdapter:
                            attachments={"rows.jsonl": rows_listing(rows)})
 
     def execute(self, action: Action, *, idempotency_key: str, intent_digest: str, fencing_token: int,
-                blobs: BlobSource, approval_digest: str | None = None) -> Receipt:
+                blobs: BlobSource, approval_digest: str | None = None,
+                not_after: CommitDeadline | None = None) -> Receipt:
         """Apply the named template once per idempotency key, in one target transaction.
 
         Args:
             action: ``kind`` names a template, ``params`` its parameters, ``target`` empty.
             idempotency_key, intent_digest, fencing_token, approval_digest: as for every adapter.
             blobs: unused (SQL parameters are inline JSON values).
+            not_after: the approval's deadline (DESIGN.md section 5.5): checked immediately before
+                the target transaction's COMMIT; the receipt's ``committed_at`` is that check's time
+                on the deadline's clock (the receipt row commits in the same transaction).
 
         Returns:
             The new receipt, or the stored one unchanged when the key already has one (even for
@@ -168,14 +174,17 @@ class SqlAdapter:
         Raises:
             SqlTemplateNotAllowedError, SqlParamsInvalidError: before any connection.
             FencingTokenError: the token is older than the newest seen; nothing written.
+            CommitDeadlinePassedError: ``not_after`` passed before COMMIT; the transaction is
+                rolled back and nothing is written.
             SqlReceiptStoreMissingError, AdapterStoreCorruptError: fail closed; nothing written.
             SqlStatementError: the database refused the statement; nothing written.
             SqlTargetUnavailableError: unreachable or locked; nothing written (retryable).
             AdapterTimeoutError: the commit's outcome is unknown; ask the key again.
         """
         check_call(idempotency_key=idempotency_key, intent_digest=intent_digest,
-                   fencing_token=fencing_token, approval_digest=approval_digest)
+                   fencing_token=fencing_token, approval_digest=approval_digest, not_after=not_after)
         bound = self._book.bind(action)
+        context = {"instance_id": self._instance_id, "idempotency_key": idempotency_key}
         with self._transaction() as conn:
             self._checked(conn)
             fence_advance_txn(conn, fencing_token, instance_id=self._instance_id, idempotency_key=idempotency_key)
@@ -189,11 +198,15 @@ class SqlAdapter:
                 namespace=self.namespace, adapter_version=ADAPTER_VERSION,
                 receipt_id=f"{self._instance_id}:s{seq}", idempotency_key=idempotency_key,
                 intent_digest=intent_digest, result=result, environment_version_after=f"s{seq}",
-                fencing_token=fencing_token, committed_at=dt.datetime.now(dt.UTC),
+                fencing_token=fencing_token,
+                committed_at=not_after.check(**context) if not_after is not None else dt.datetime.now(dt.UTC),
                 approval_digest=approval_digest, business_object=f"{bound.name}:{idempotency_key}"[:200],
             )
             receipt_insert_txn(conn, receipt, seq=seq, template=bound.name)
             crash_point(CP_BEFORE_COMMIT)
+            if not_after is not None:
+                # Leaving the block by this error rolls the transaction back: nothing lands.
+                not_after.check(**context)
             try:
                 conn.commit()
             except DBAPIError as exc:

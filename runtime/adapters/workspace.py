@@ -38,6 +38,7 @@ from pathlib import Path
 from runtime.adapters.actions import FileChange, check_call, parse_file_action
 from runtime.adapters.base import BlobSource, Observation
 from runtime.adapters.blobs import fetch_blob
+from runtime.adapters.deadline import CommitDeadline
 from runtime.adapters.durable_files import atomic_replace, fsync_dir, write_all
 from runtime.adapters.fence import fence_raise, fence_read
 from runtime.adapters.file_diff import unified_diff
@@ -107,6 +108,7 @@ class WorkspaceAdapter:
 
     kind = KIND
     adapter_version = ADAPTER_VERSION
+    accepts_not_after = True
 
     def __init__(self, target: str | Path, *, lock_timeout: float = LOCK_TIMEOUT_SECONDS) -> None:
         path = Path(target)
@@ -174,6 +176,7 @@ class WorkspaceAdapter:
         fencing_token: int,
         blobs: BlobSource,
         approval_digest: str | None = None,
+        not_after: CommitDeadline | None = None,
     ) -> Receipt:
         """Write or delete one file atomically, exactly once per idempotency key.
 
@@ -185,20 +188,20 @@ class WorkspaceAdapter:
             fencing_token: the caller's lease version (>= 0).
             blobs: ``digest -> bytes`` for the file content.
             approval_digest: bound into the receipt when the write was approved.
+            not_after: the approval's deadline, checked before the commit point (DESIGN.md section 5.5).
 
         Returns:
             The new receipt, or the stored one unchanged when the key already has one (even
             for another intent digest: DESIGN.md section 6 makes that the engine's conflict).
 
         Raises:
-            FencingTokenError: ``fencing_token`` is below the newest seen; nothing written.
+            FencingTokenError, CommitDeadlinePassedError: a stale token, a passed deadline; nothing written.
             ReceiptIndeterminateError: an earlier interrupted write is unresolved.
-            InvalidActionError, PathEscapeError, BlobDigestMismatchError,
-            BlobUnavailableError, PreconditionFailedError: nothing written.
-            AdapterBusyError: the lock was not obtained in time; nothing written.
+            InvalidActionError, PathEscapeError, BlobDigestMismatchError, BlobUnavailableError,
+            PreconditionFailedError, AdapterBusyError (the lock was not obtained in time): nothing written.
         """
-        check_call(idempotency_key=idempotency_key, intent_digest=intent_digest,
-                   fencing_token=fencing_token, approval_digest=approval_digest)
+        check_call(idempotency_key=idempotency_key, intent_digest=intent_digest, fencing_token=fencing_token,
+                   approval_digest=approval_digest, not_after=not_after)
         with self._locked():
             journal = self._recover_locked()
             self._check_fence(journal, fencing_token, idempotency_key)
@@ -216,7 +219,7 @@ class WorkspaceAdapter:
             pre = check_target(self.root, change)
             self._raise_fence(fencing_token)
             crash_point(CP_BEFORE_WRITE)
-            return self._apply(change, content, pre, journal, idempotency_key=idempotency_key,
+            return self._apply(change, content, pre, journal, idempotency_key=idempotency_key, not_after=not_after,
                                intent_digest=intent_digest, fencing_token=fencing_token,
                                approval_digest=approval_digest)
 
@@ -312,14 +315,13 @@ class WorkspaceAdapter:
 
     # --- the write ------------------------------------------------------------------------
 
-    def _apply(self, change: FileChange, content: bytes | None, pre: Entry | None,
-               journal: JournalState, *, idempotency_key: str, intent_digest: str,
-               fencing_token: int, approval_digest: str | None) -> Receipt:
+    def _apply(self, change: FileChange, content: bytes | None, pre: Entry | None, journal: JournalState, *,
+               idempotency_key: str, intent_digest: str, fencing_token: int, approval_digest: str | None,
+               not_after: CommitDeadline | None) -> Receipt:
         parts = change.path.split("/")
         tmp_name = TMP_PREFIX + uuid.uuid4().hex if content is not None else None
-        post: Entry | None = None
-        if content is not None:
-            post = {"sha256": hashlib.sha256(content).hexdigest(), "executable": change.executable}
+        post: Entry | None = None if content is None else {
+            "sha256": hashlib.sha256(content).hexdigest(), "executable": change.executable}
         prepared = self._journal.prepare(
             change, idempotency_key=idempotency_key, intent_digest=intent_digest,
             fencing_token=fencing_token, approval_digest=approval_digest,
@@ -340,10 +342,12 @@ class WorkspaceAdapter:
                         os.fsync(fd)
                     finally:
                         os.close(fd)
-                    crash_point(CP_BEFORE_RENAME)
+                crash_point(CP_BEFORE_RENAME)
+                if not_after is not None:  # the commit point is next: the approval must still hold
+                    not_after.check(instance_id=self._instance_id, idempotency_key=idempotency_key)
+                if tmp_name is not None:
                     os.rename(tmp_name, parts[-1], src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 else:
-                    crash_point(CP_BEFORE_RENAME)
                     os.unlink(parts[-1], dir_fd=dir_fd)
                 os.fsync(dir_fd)
             finally:
@@ -354,7 +358,8 @@ class WorkspaceAdapter:
             self._recover_locked()
             raise
         crash_point(CP_AFTER_RENAME)
-        receipt = self._journal.commit(journal, prepared, recovered=False)
+        stamp = not_after.now() if not_after is not None else None  # after the rename: never too early
+        receipt = self._journal.commit(journal, prepared, recovered=False, committed_at=stamp)
         crash_point(CP_AFTER_WRITE)
         return receipt
 

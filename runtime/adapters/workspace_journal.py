@@ -136,14 +136,17 @@ class ReceiptJournal:
         self.append(prepared)
         return prepared
 
-    def commit(self, journal: JournalState, prepared: Record, *, recovered: bool) -> Receipt:
+    def commit(self, journal: JournalState, prepared: Record, *, recovered: bool,
+               committed_at: datetime | None = None) -> Receipt:
         """Append and fsync the ``committed`` record for ``prepared``; return its receipt.
+
+        ``committed_at`` (aware UTC) is the receipt's commit time; None: this process's clock now.
 
         The receipt is numbered after the ``journal.committed`` receipts, and ``journal`` is
         updated to hold it.
         """
         receipt = self._receipt(prepared, number=len(journal.committed) + 1,
-                                committed_at=_now(), recovered=recovered)
+                                committed_at=committed_at or _now(), recovered=recovered)
         self.append({"type": "committed", "key": prepared["key"],
                      "receipt": receipt.model_dump(mode="json")})
         journal.committed.append(receipt)

@@ -18,11 +18,12 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 from pydantic import Field, JsonValue
 
-from runtime.errors import GatewayError, GatewayPayloadTooLargeError, GatewayTokenError, RatchetError
-from runtime.gateway.calls import call_submit
+from runtime.errors import GatewayError, GatewayPayloadTooLargeError, GatewayTokenMissingError, RatchetError
+from runtime.gateway.calls import CallResult, call_submit
 from runtime.gateway.reads import call_get, receipts_list, run_status
-from runtime.gateway.tokens import token_authorise, token_runs
+from runtime.gateway.tokens import token_request_admit, token_runs
 from runtime.gateway.tools import MAX_CALL_BYTES
+from runtime.models import GatewayToken
 
 api = NinjaAPI(title="Ratchet agent gateway", version="1", urls_namespace="api-v1", docs_url=None,
                description="Exactly-once, approval-gated tool calls for agents outside the process "
@@ -30,14 +31,17 @@ api = NinjaAPI(title="Ratchet agent gateway", version="1", urls_namespace="api-v
 
 
 class GatewayBearer(HttpBearer):
-    """A gateway token in ``Authorization: Bearer``; the body size is checked before it is parsed."""
+    """A gateway token in ``Authorization: Bearer``; the body size is checked before it is parsed.
 
-    def authenticate(self, request: HttpRequest, token: str) -> str:
+    The token row is read, checked and counted against the rate limit here, once per request;
+    ``request.auth`` is that row and the services check only the run scope on it.
+    """
+
+    def authenticate(self, request: HttpRequest, token: str) -> GatewayToken:
         limit = int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)) + 4096
         if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
             raise GatewayPayloadTooLargeError(limit_bytes=limit)
-        token_authorise(token=token)  # the run scope is checked by each service
-        return token
+        return token_request_admit(token=token)
 
 
 def _error(request: HttpRequest, status: int, code: str, message: str, hint: str = "",
@@ -60,7 +64,9 @@ def _runtime_error(request: HttpRequest, exc: RatchetError) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    err = GatewayTokenError()
+    # django-ninja calls authenticate only with a bearer token in the header: this is a request
+    # without one (no header, another scheme, an empty token), which says so, not "unknown token".
+    err = GatewayTokenMissingError()
     return _error(request, err.status, err.code, err.message, err.hint)
 
 
@@ -90,23 +96,6 @@ class CallIn(Schema):
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class CallOut(Schema):
-    """What the call did: ``executed`` (with the receipt), ``waiting_for_approval`` (with the
-    dashboard link; repeat the call id once approved) or ``finished``."""
-
-    status: str
-    run_id: str
-    call_id: str
-    phase: str
-    idempotency_key: str | None = None
-    intent_digest: str | None = None
-    receipt: dict[str, JsonValue] | None = None
-    repeated: bool = False
-    approval_url: str | None = None
-    stop_reason: str | None = None
-    detail: str | None = None
-
-
 class ErrorBody(Schema):
     """``{"code", "message", "hint", "retryable", "context"}``: see DESIGN.md section 5.12."""
 
@@ -127,11 +116,10 @@ ERRORS: dict[int, Any] = {s: ErrorOut for s in (400, 401, 403, 409, 413, 422, 42
 @api.get("/runs", auth=GatewayBearer(), response={200: list[dict[str, JsonValue]], **ERRORS})
 def runs(request: HttpRequest) -> list[dict[str, Any]]:
     """The runs this token may act on: its run, or a per-agent token's runs of its tenant."""
-    row = token_authorise(token=request.auth)
     listed = []
-    for run_id in token_runs(row=row):
+    for run_id in token_runs(row=request.auth):
         try:
-            listed.append(run_status(run_id=run_id, token=request.auth))
+            listed.append(run_status(run_id=run_id, admitted=request.auth))
         except GatewayError:
             raise  # the token itself was refused: the whole answer is that refusal
         except RatchetError as exc:
@@ -145,24 +133,26 @@ def runs(request: HttpRequest) -> list[dict[str, Any]]:
 @api.get("/runs/{run_id}", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})
 def status(request: HttpRequest, run_id: str) -> dict[str, Any]:
     """The run's phase, stop reason, generation, dashboard link and the tools the token may call."""
-    return run_status(run_id=run_id, token=request.auth)
+    return run_status(run_id=run_id, admitted=request.auth)
 
 
-@api.post("/runs/{run_id}/calls", auth=GatewayBearer(), response={200: CallOut, **ERRORS})
-def calls(request: HttpRequest, run_id: str, body: CallIn) -> dict[str, Any]:
-    """Submit one call through the run's write path; repeating its ``call_id`` never repeats the effect."""
-    result = call_submit(run_id=run_id, call_id=body.call_id, tool=body.tool, arguments=body.arguments,
-                         token=request.auth)
-    return result.as_json()
+@api.post("/runs/{run_id}/calls", auth=GatewayBearer(), response={200: CallResult, **ERRORS})
+def calls(request: HttpRequest, run_id: str, body: CallIn) -> CallResult:
+    """Submit one call through the run's write path; repeating its ``call_id`` never repeats the effect.
+
+    The answer is ``executed`` (with the receipt), ``waiting_for_approval`` (with the dashboard
+    link; repeat the call id once approved) or ``finished``."""
+    return call_submit(run_id=run_id, call_id=body.call_id, tool=body.tool, arguments=body.arguments,
+                       admitted=request.auth)
 
 
 @api.get("/runs/{run_id}/calls/{call_id}", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})
 def call(request: HttpRequest, run_id: str, call_id: str) -> dict[str, Any]:
     """One call as the committed checkpoint records it: unknown, pending or executed (with its receipt)."""
-    return call_get(run_id=run_id, call_id=call_id, token=request.auth)
+    return call_get(run_id=run_id, call_id=call_id, admitted=request.auth)
 
 
 @api.get("/runs/{run_id}/receipts", auth=GatewayBearer(), response={200: list[dict[str, JsonValue]], **ERRORS})
 def receipts(request: HttpRequest, run_id: str) -> list[dict[str, Any]]:
     """Every executed write of the run with its receipt and the call id that caused it."""
-    return receipts_list(run_id=run_id, token=request.auth)
+    return receipts_list(run_id=run_id, admitted=request.auth)

@@ -10,8 +10,9 @@ take part:
   embedded database, so fsync costs are the real ones); on PostgreSQL a scratch database
   ``<name>_bench`` on the same server, created and dropped with psycopg -- and re-executes
   ``manage.py bench`` as a child pointed at it with a clean ``RATCHET_*`` environment (its own
-  var dir, key file and media root; no separate HWM database, no armed crash point). Afterwards
-  the scratch database and directory are removed.
+  var dir, key file and media root; the high-water mark store beside the scratch database, as
+  settings make it by default; no armed crash point). Afterwards the scratch databases and
+  directory are removed.
 * :func:`runtime.bench.measure.bench_run` runs in that child. It refuses to run unless the
   database it is connected to is the scratch database the parent named
   (:class:`runtime.errors.BenchmarkScratchError`), migrates it, and measures each section below,

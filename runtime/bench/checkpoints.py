@@ -10,15 +10,22 @@ whose state has the next write pending. Then, against the same floor:
 * **restore**: ``checkpoint_restore`` (verify + load) of the committed checkpoint;
 * the **counts** of one commit and one restore (statements, round trips, durable transactions).
 
+The levels are measured interleaved (one commit and one restore of each level per round, each
+right after one floor sample), so every level and the floor see the same machine load.
+
 Issue 9's goal is that commit and restore do not grow with ``N``: the 3,000-write ones within
 1.2x of the 0-write ones (:mod:`runtime.bench.targets`).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
-from runtime.bench.counting import DatabaseCounter, count_of
+from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
+from runtime.bench.floor import floor_sample
 from runtime.bench.report import BenchReport, Ratio, latency_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.bench.state import realistic_state, realistic_write
@@ -65,64 +72,90 @@ def _run_with_ledger(writes: int) -> tuple[RunState, Lease, int]:
     return restored.state, lease, generation
 
 
-def _level(*, report: BenchReport, writes: int, samples: int, floor_ms: float) -> None:
+@dataclass
+class _Level:
+    """One ledger size under measurement: its run, and the samples taken so far."""
+
+    writes: int
+    samples: int
+    state: RunState
+    lease: Lease
+    generation: int
+    event: tuple[str, dict[str, Any]]
+    commits: list[float] = field(default_factory=list)
+    commit_counts: list[DatabaseCounts] = field(default_factory=list)
+    restores: list[float] = field(default_factory=list)
+    restore_counts: list[DatabaseCounts] = field(default_factory=list)
+    floors: list[float] = field(default_factory=list)
+    taken: int = 0
+
+
+def _level_prepare(*, writes: int, samples: int) -> _Level:
     state, lease, generation = _run_with_ledger(writes)
-    run_id = state.identity.run_id
-    last = realistic_write(run_id=run_id, cursor=max(writes - 1, 0))
+    last = realistic_write(run_id=state.identity.run_id, cursor=max(writes - 1, 0))
     # One event per commit, as the engine's write.executed carries: the receipt and its digests.
     event = ("write.executed", {"idempotency_key": last.idempotency_key,
                                 "receipt": last.receipt.model_dump(mode="json"),
                                 "receipt_fingerprint": last.receipt_fingerprint})
-    counter = DatabaseCounter()
-    commits: list[float] = []
-    commit_counts = []
-    with counter.installed():
-        for i in range(samples + 3):
-            before = counter.snapshot()
-            started = time.perf_counter()
-            result = checkpoint_commit(lease=lease, state=state, expected_generation=generation,
-                                       events=[event])
-            elapsed = time.perf_counter() - started
-            lease, generation = result.lease, result.generation
-            if i >= 3:  # the first commits warm caches and connections
-                commits.append(elapsed)
-                commit_counts.append(counter.snapshot().minus(before))
+    return _Level(writes=writes, samples=samples, state=state, lease=lease,
+                  generation=generation, event=event)
+
+
+def _level_sample(level: _Level, counter: DatabaseCounter) -> None:
+    """One floor, one commit and one restore of ``level``; the first three are warm-ups."""
+    warm = level.taken < 3
+    floor = floor_sample()
+    before = counter.snapshot()
+    started = time.perf_counter()
+    result = checkpoint_commit(lease=level.lease, state=level.state,
+                               expected_generation=level.generation, events=[level.event])
+    elapsed = time.perf_counter() - started
+    commit_counts = counter.snapshot().minus(before)
+    level.lease, level.generation = result.lease, result.generation
+    before = counter.snapshot()
+    started = time.perf_counter()
+    restored = _restore(level.state)
+    restore_elapsed = time.perf_counter() - started
+    restore_counts = counter.snapshot().minus(before)
+    if restored.generation != level.generation:
+        raise BenchmarkError("restore returned another generation than the last commit",
+                             run_id=level.state.identity.run_id, generation=restored.generation)
+    level.taken += 1
+    if not warm:
+        level.floors.append(floor)
+        level.commits.append(elapsed)
+        level.commit_counts.append(commit_counts)
+        level.restores.append(restore_elapsed)
+        level.restore_counts.append(restore_counts)
+
+
+def _level_report(*, report: BenchReport, level: _Level, floor_ms: float) -> None:
+    writes, samples = level.writes, level.samples
     keyring = keyring_for(TrustRoot.CHECKPOINT)
     seals: list[float] = []
     raw = b""
     for _ in range(samples):
         started = time.perf_counter()
-        raw, _envelope = seal(state, generation=generation + 1, keyring=keyring)
+        raw, _envelope = seal(level.state, generation=level.generation + 1, keyring=keyring)
         seals.append(time.perf_counter() - started)
-    restores: list[float] = []
-    restore_counts = []
-    with counter.installed():
-        for _ in range(samples):
-            before = counter.snapshot()
-            started = time.perf_counter()
-            restored = _restore(state)
-            restores.append(time.perf_counter() - started)
-            restore_counts.append(counter.snapshot().minus(before))
-            if restored.generation != generation:
-                raise BenchmarkError("restore returned another generation than the last commit",
-                                     run_id=run_id, generation=restored.generation)
     commit = latency_metric(f"checkpoint_commit_ms_at_{writes}",
-                            f"checkpoint commit, {writes} executed writes in the ledger", commits,
-                            floor_ms=floor_ms)
+                            f"checkpoint commit, {writes} executed writes in the ledger",
+                            level.commits, floor_ms=floor_ms)
     sealed = latency_metric(f"checkpoint_seal_ms_at_{writes}",
                             f"  of which seal alone (validate + sign), {writes} writes", seals,
                             floor_ms=floor_ms)
     report.metrics += [
         commit, sealed,
         latency_metric(f"checkpoint_restore_ms_at_{writes}",
-                       f"checkpoint restore (verify + load), {writes} writes", restores,
+                       f"checkpoint restore (verify + load), {writes} writes", level.restores,
                        floor_ms=floor_ms),
     ]
     report.counts += [
         count_of(f"per_checkpoint_advance_at_{writes}",
-                 f"one checkpoint advance (commit), {writes} writes in the ledger", commit_counts),
+                 f"one checkpoint advance (commit), {writes} writes in the ledger",
+                 level.commit_counts),
         count_of(f"per_checkpoint_restore_at_{writes}",
-                 f"one checkpoint restore, {writes} writes in the ledger", restore_counts),
+                 f"one checkpoint restore, {writes} writes in the ledger", level.restore_counts),
     ]
     share = sealed.median / commit.median
     report.ratios.append(Ratio(
@@ -132,6 +165,15 @@ def _level(*, report: BenchReport, writes: int, samples: int, floor_ms: float) -
               "(fence, append, HWM CAS, ledger, trace)"),
     ))
     report.facts[f"checkpoint_envelope_bytes_at_{writes}"] = len(raw)
+    # The floor sampled right before each of this level's commits (same moments, same load): on
+    # a shared machine whose load drifts this is the fairer divisor; the tables use the
+    # section-independent floor above.
+    interleaved = statistics.median(level.floors) * 1000.0
+    report.facts[f"checkpoint_floor_interleaved_ms_at_{writes}"] = round(interleaved, 4)
+    report.facts[f"checkpoint_commit_vs_interleaved_floor_at_{writes}"] = round(
+        commit.median / interleaved, 2)
+    report.facts[f"checkpoint_restore_vs_interleaved_floor_at_{writes}"] = round(
+        statistics.median(level.restores) * 1000.0 / interleaved, 2)
 
 
 def checkpoints_measure(*, report: BenchReport, sizes: BenchSizes, floor_ms: float) -> None:
@@ -144,8 +186,19 @@ def checkpoints_measure(*, report: BenchReport, sizes: BenchSizes, floor_ms: flo
             generation than the last commit.
     """
     levels = sorted(set(sizes.write_levels))
-    for writes in levels:
-        _level(report=report, writes=writes, samples=sizes.samples_at(writes), floor_ms=floor_ms)
+    prepared = [_level_prepare(writes=writes, samples=sizes.samples_at(writes))
+                for writes in levels]
+    # Interleaved: one sample of every level per round, so all levels see the same machine
+    # (a shared machine's load drifts over a section; measured one after the other, the larger
+    # level would be judged on another machine than the smaller one).
+    counter = DatabaseCounter()
+    with counter.installed():
+        for round_ in range(max(level.samples for level in prepared) + 3):
+            for level in prepared:
+                if round_ < level.samples + 3:
+                    _level_sample(level, counter)
+    for level in prepared:
+        _level_report(report=report, level=level, floor_ms=floor_ms)
     if len(levels) > 1:
         low, high = levels[0], levels[-1]
         for what in ("commit", "restore"):

@@ -9,6 +9,7 @@ machine can do right now. Dividing by it makes figures from noisy, shared machin
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -40,3 +41,21 @@ def floor_measure(*, report: BenchReport, samples: int) -> float:
     report.metrics.append(metric)
     report.facts["floor_ms"] = round(metric.median, 4)
     return metric.median
+
+
+_IDS = itertools.count(10**9)
+"""Keys of :func:`floor_sample`'s rows, clear of :func:`floor_measure`'s."""
+
+
+def floor_sample() -> float:
+    """One more floor transaction (after :func:`floor_measure` made the table); its seconds.
+
+    For sections that interleave the floor with what they measure (``runtime.bench.checkpoints``).
+    """
+    row_id = next(_IDS)
+    body = os.urandom(1024)
+    started = time.perf_counter()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {TABLE} (id, body) VALUES (%s, %s)", [row_id, body])
+    return time.perf_counter() - started

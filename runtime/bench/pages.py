@@ -2,7 +2,8 @@
 
 Seeds ``runs`` runs and ``runs * events_per_run`` trace events into the scratch database (filler
 rows written in bulk: their hash chains are not real, which no page view checks any more; every
-``RECOVERED_EVERY``-th run had a recovery, in its trace and in the counters), plus
+``RECOVERED_EVERY``-th run had a recovery, in its trace and in the counters; each has the content
+search terms of one commit, as ``runtime.search_terms`` writes them), plus
 a few real runs made by :func:`runtime.checkpoints.run_create` with signed checkpoints, one of
 them waiting for an approval and one frozen on a review case. Then each page is requested through
 Django's test client as a superuser, ``samples`` times: the server time is the time of the whole
@@ -27,10 +28,20 @@ from runtime.bench.report import BenchReport, latency_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.bench.state import realistic_state, realistic_write
 from runtime.checkpoints import run_create
+from runtime.core.search_text import intent_terms
 from runtime.errors import BenchmarkError
 from runtime.metrics import metrics_bucket_start
 from runtime.metrics_rules import duration_bucket
-from runtime.models import CaseStatus, IdempotencyRecord, MetricCounter, Phase, ReviewCase, Run, TraceEvent
+from runtime.models import (
+    CaseStatus,
+    IdempotencyRecord,
+    MetricCounter,
+    Phase,
+    ReviewCase,
+    Run,
+    RunSearchTerm,
+    TraceEvent,
+)
 from runtime.stats import recovery_stats
 from runtime.trace import trace_append_txn
 
@@ -50,7 +61,7 @@ def _seed_filler(*, runs: int, events_per_run: int, say: Callable[[str], None]) 
     now = datetime.now(UTC)
     batch = 5_000
     for start in range(0, runs, batch):
-        rows, events, counters = [], [], []
+        rows, events, counters, terms = [], [], [], []
         for i in range(start, min(runs, start + batch)):
             run_id = f"fill-{i:07d}-{uuid.uuid5(uuid.NAMESPACE_OID, str(i)).hex[:8]}"
             created = now - timedelta(days=100) + timedelta(seconds=i * 86.4)
@@ -77,6 +88,8 @@ def _seed_filler(*, runs: int, events_per_run: int, say: Callable[[str], None]) 
                     prev_hash="sha256:" + "2" * 64, hash="sha256:" + "3" * 64,
                     created_at=created + timedelta(milliseconds=seq),
                 ))
+            terms.extend(RunSearchTerm(run_id=run_id, kind=kind, term=term)
+                         for kind, term in intent_terms(_filler_intent(i)))
             if recovered:
                 counters.extend(_recovery_counters(tenant_id=f"tenant-{i % 50}", task_id=f"task-{i % 200}",
                                                    at=created.timestamp(), seconds=_duration(i)))
@@ -84,8 +97,25 @@ def _seed_filler(*, runs: int, events_per_run: int, say: Callable[[str], None]) 
             Run.objects.bulk_create(rows, batch_size=1_000)
             TraceEvent.objects.bulk_create(events, batch_size=5_000)
             MetricCounter.objects.bulk_create(counters, batch_size=5_000)
+            RunSearchTerm.objects.bulk_create(terms, batch_size=5_000)
         if (start // batch) % 4 == 0:
             say(f"pages: seeded {min(runs, start + batch)} of {runs} runs")
+
+
+_VERBS = ["fix", "add", "remove", "rename", "refactor", "document", "test"]
+_NOUNS = ["retry", "budget", "lease", "cache", "queue", "ledger", "receipt", "approval", "trace",
+          "worker", "planner", "adapter", "gateway", "metric", "scope", "token", "digest", "bundle"]
+_MODULES = ["runtime", "review", "engine", "adapters", "bench", "core", "planners", "static"]
+
+
+def _filler_intent(i: int) -> dict[str, Any]:
+    """The ``intent.proposed`` payload whose search terms filler run ``i`` gets (a git commit:
+    ``runtime.core.search_text`` reads its key, kind, message and paths)."""
+    noun, other = _NOUNS[i % len(_NOUNS)], _NOUNS[(i // 7) % len(_NOUNS)]
+    module = _MODULES[i % len(_MODULES)]
+    return {"idempotency_key": f"fill:{i:07d}:0", "action": {"kind": "commit", "target": "", "params": {
+        "message": f"{_VERBS[i % len(_VERBS)]} {noun} {other} in {module} #{i}",
+        "changes": [{"op": "write", "path": f"src/{module}/{noun}_{i % 997}.py"}]}}}
 
 
 RECOVERED_EVERY = 10
@@ -235,6 +265,14 @@ def pages_measure(*, report: BenchReport, sizes: BenchSizes, runs: int | None = 
          200, None),
         ("runs_key", "runs list, idempotency-key prefix", f"/?key={key_prefix}", 200, None),
         ("workers", "workers and queues", "/workers/", 200, None),
+        ("runs_content_key", "runs list, search: a key prefix (100 runs)", "/?q=fill:00123", 200, None),
+        ("runs_content_path", "runs list, search: a file name start (about 60 runs)", "/?q=budget_17", 200, None),
+        ("runs_content_words", "runs list, search: three message words", "/?q=budget+lease+review", 200, None),
+        ("runs_content_common", "runs list, search: a word of most runs (capped)", "/?q=fix", 200, None),
+        ("trace_content", "trace browser, search: a key prefix", "/trace/?q=fill:00123", 200, None),
+        ("trace_content_words", "trace browser, search: message words", "/trace/?q=budget+lease+review",
+         200, None),
+        ("runs_bad_date", "runs list, a bad date (form error)", "/?from=notadate", 400, None),
     ]
     del waiting
     # The health page before issue 15 computed its numbers with the whole-trace scan, which

@@ -31,7 +31,8 @@ bench's worker uses instead of a SQLite broker file of its own (``runtime.bench.
 def scratch_env(*, scratch_dir: Path, url: str, marker: str) -> dict[str, str]:
     """The child's environment: ``url`` as its ``DATABASE_URL``, ``scratch_dir/var`` as its var
     dir, ``marker`` in :data:`SCRATCH_ENV`; no inherited ``RATCHET_*`` setting can point it
-    elsewhere (a separate HWM database, a media root, the user's keys, an armed crash point).
+    elsewhere (the user's HWM database, a media root, the user's keys, an armed crash point): the
+    child's high-water mark store is the default one beside its scratch database.
     The one exception is :data:`BROKER_ENV`, the broker the orphan bench's worker is to use."""
     env = {k: v for k, v in os.environ.items()
            if (not k.startswith(("RATCHET_", "CELERY_")) or k == BROKER_ENV)
@@ -73,6 +74,12 @@ def scratch_database_name(*, name: str) -> str:
     return scratch
 
 
+def scratch_hwm_name(*, name: str) -> str:
+    """The high-water mark store of scratch database ``name``: the ``<name>_hwm`` that
+    ``runtime.settings`` gives a PostgreSQL database by default (DESIGN.md section 4.2)."""
+    return f"{name[:59]}_hwm"
+
+
 @contextmanager
 def _maintenance(db: Mapping[str, Any]) -> Iterator[Any]:
     """An autocommit psycopg connection for CREATE/DROP DATABASE: to the ``postgres`` maintenance
@@ -105,7 +112,9 @@ def scratch_database_create(*, settings_dict: Mapping[str, Any]) -> str:
     name = scratch_database_name(name=str(settings_dict["NAME"]))
     try:
         with _maintenance(settings_dict) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            # And the child's high-water mark store, <scratch>_hwm (runtime.settings' default).
+            for each in (name, scratch_hwm_name(name=name)):
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(each)))
     except psycopg.errors.DuplicateDatabase:
         raise BenchmarkScratchError(
             "the scratch database already exists: another bench is running, or one was killed "
@@ -133,8 +142,9 @@ def scratch_database_drop(*, settings_dict: Mapping[str, Any], name: str) -> Non
     try:
         with _maintenance(settings_dict) as conn:
             force = sql.SQL(" WITH (FORCE)") if conn.info.server_version >= 130000 else sql.SQL("")
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name))
-                         + force)
+            for each in (scratch_hwm_name(name=name), name):
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(each))
+                             + force)
     except psycopg.Error as exc:
         raise BenchmarkScratchError(
             f"cannot drop the scratch database ({type(exc).__name__}); drop it by hand",
@@ -148,10 +158,11 @@ def scratch_require() -> None:
     Raises:
         BenchmarkScratchError: :data:`SCRATCH_ENV` is not set, or names another database than the
             one this process is connected to, or that database is not shaped like a scratch
-            one, or a separate HWM database is configured.
+            one, or the high-water mark store is not the scratch database's own default one.
     """
     marker = os.environ.get(SCRATCH_ENV, "")
     db = settings.DATABASES["default"]
+    hwm = settings.DATABASES.get("hwm", {})
     name = str(db.get("NAME", ""))
     engine = str(db.get("ENGINE", ""))
     if not marker:
@@ -164,9 +175,12 @@ def scratch_require() -> None:
         # Also the shape bench_run_isolated gives it: <var>/bench-XXXX/bench.sqlite3.
         ok = (path == Path(marker).resolve() and path.name == "bench.sqlite3"
               and path.parent.name.startswith("bench-"))
+        hwm_ok = Path(str(hwm.get("NAME", ""))).resolve() == path.with_name("bench-hwm.sqlite3")
     else:
         ok = name == marker and name.endswith("_bench")
-    if not ok or "hwm" in settings.DATABASES:
+        hwm_ok = (hwm.get("NAME") == scratch_hwm_name(name=name)
+                  and (hwm.get("HOST"), hwm.get("PORT")) == (db.get("HOST"), db.get("PORT")))
+    if not ok or not hwm_ok:
         raise BenchmarkScratchError(
             "refusing to benchmark outside a throwaway database: connected to another database "
             "than the bench's scratch", database=Path(name).name,

@@ -19,8 +19,8 @@ class BenchSizes:
         commits: commits of the replayed history (issue 9: 300), against a plain git loop.
         repeat: repetitions of the whole-run measurements (replay, plain git loop, recovery,
             trace verify, attachments); medians are over these.
-        samples: calls per latency measurement at the smallest level (the floor, checkpoint
-            commit and restore at 0 writes); larger levels take fewer (:meth:`samples_at`).
+        samples: calls per latency measurement (the floor; checkpoint commit and restore at
+            every level, :meth:`samples_at`).
         write_levels: executed writes in the run's receipts ledger at which checkpoint commit
             and restore are measured (issue 9: 0, 300 and 3,000).
         recovery_commits: commits of the run that is SIGKILLed and resumed, and of the peak-RSS
@@ -48,11 +48,14 @@ class BenchSizes:
     sections: list[str] = field(default_factory=lambda: list(SECTIONS))
 
     def samples_at(self, writes: int) -> int:
-        """Latency samples at a level of ``writes`` executed writes: ``samples`` up to 30
-        writes, then fewer (at least 5), so a slow large level cannot take the whole bench."""
-        if writes <= 30:
-            return self.samples
-        return max(5, min(self.samples, self.samples * 30 // writes))
+        """Latency samples at a level of ``writes`` executed writes: ``samples`` at every level.
+
+        A commit no longer grows with the ledger (DESIGN.md section 3.1), so the large levels
+        need not take fewer; equal counts keep the interleaved rounds of
+        ``runtime.bench.checkpoints`` balanced. ``writes`` stays an argument for callers that
+        size by level."""
+        del writes
+        return self.samples
 
     @classmethod
     def choose(cls, *, quick: bool, commits: int | None = None, repeat: int | None = None,

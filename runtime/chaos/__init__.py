@@ -2,9 +2,12 @@
 
 Modules, one concept each:
 
+* :mod:`.scratch`    the campaign's own throwaway store (SQLite file or PostgreSQL database);
 * :mod:`.spec_copy`  a private copy of the task spec per run, with a fresh target of its own;
-* :mod:`.drive`      drive one run in child processes, kill them from outside, resume with 1..N
-  concurrent recoverers (reuses ``runtime.replay_check.processes`` and its ``KillPlan``);
-* :mod:`.checks`     the checks after each run, read from the adapter's records and the trace;
-* :mod:`.campaign`   the whole campaign and its table.
+* :mod:`.drive`      drive one run in child processes, kill them from outside at moments its
+  seeded ``KillSchedule`` anchors to progress, resume with 1..N concurrent recoverers (reuses
+  ``runtime.replay_check.processes``);
+* :mod:`.checks`     the checks after each run, read from the adapter's records and the stored rows;
+* :mod:`.campaign`   the whole campaign, its retries of runs that ended before their kills, and
+  its table.
 """

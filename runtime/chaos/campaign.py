@@ -9,20 +9,16 @@ from __future__ import annotations
 import os
 import random
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.conf import settings
-
 from runtime.chaos.checks import RunChecks, chaos_checks
-from runtime.chaos.drive import DriveLog, chaos_run_drive
+from runtime.chaos.drive import DriveLog, KillSchedule, chaos_run_drive
 from runtime.chaos.spec_copy import spec_copy
+from runtime.errors import ChaosSetupError
 from runtime.models import Run, TraceEvent
-from runtime.replay_check.chaos import KillPlan
 from runtime.stats import recovery_stats
 
 
@@ -38,13 +34,26 @@ class Violation:
 
 @dataclass
 class ChaosReport:
-    """The campaign's figures (seconds for durations) and every violation."""
+    """The campaign's figures (seconds for durations) and every violation.
+
+    ``kills_requested`` is runs x kills; ``kills_delivered`` counts the SIGKILLs that landed
+    while work remained in the runs that count; ``retried`` counts attempts whose run stopped
+    before all its kills landed (checked like any run, then run again with a tighter schedule);
+    ``kills_total`` is every delivered SIGKILL, retried attempts included.
+    """
 
     task: str
     seed: int
+    store: str = ""
     runs: int = 0
+    attempts: int = 0
     completed: int = 0
-    kills: int = 0
+    kills_per_run: int = 0
+    kills_requested: int = 0
+    kills_delivered: int = 0
+    kills_total: int = 0
+    retried: int = 0
+    late_kills: int = 0
     crash_point_kills: int = 0
     kills_in_git: int = 0
     children: int = 0
@@ -59,23 +68,44 @@ class ChaosReport:
     progress_median_seconds: float | None = None
     progress_p95_seconds: float | None = None
     wall_seconds: float = 0.0
+    load_average: tuple[float, float, float] | None = None
     workdir: str = ""
     violations: list[Violation] = field(default_factory=list)
 
     @property
+    def short_of_kills(self) -> bool:
+        """Fewer kills landed than were requested: the campaign did not test what was asked."""
+        return self.kills_delivered < self.kills_requested
+
+    @property
     def passed(self) -> bool:
-        return not self.violations and self.runs > 0 and self.completed == self.runs
+        return (not self.violations and self.runs > 0 and self.completed == self.runs
+                and not self.short_of_kills)
+
+    def verdict(self) -> str:
+        """``PASS``, or ``FAIL`` with the reason (violations first, then missing kills)."""
+        if self.violations or self.runs == 0 or self.completed != self.runs:
+            return f"FAIL: {len(self.violations)} violations, {self.completed} of {self.runs} runs completed"
+        if self.short_of_kills:
+            return (f"FAIL: only {self.kills_delivered} of {self.kills_requested} requested kills landed "
+                    f"({self.retried} runs retried); the task finishes too soon for {self.kills_per_run} "
+                    "kills per run: use a longer task or fewer --kills")
+        return "PASS"
 
     def table(self) -> str:
-        """The human-readable table, then each violation, then PASS or FAIL."""
+        """The human-readable table, then each violation, then the verdict."""
         def sec(value: float | None) -> str:
             return "n/a" if value is None else f"{value:.3f} s"
 
         rate = "n/a" if self.success_rate is None else f"{self.success_rate:.1%}"
+        load = "n/a" if self.load_average is None else " / ".join(f"{v:.2f}" for v in self.load_average)
         rows = [
-            ("task", self.task), ("seed", str(self.seed)),
-            ("runs", f"{self.runs} ({self.completed} completed)"),
-            ("kills", f"{self.kills} external SIGKILLs ({self.kills_in_git} inside git), "
+            ("task", self.task), ("seed", str(self.seed)), ("store", self.store),
+            ("runs", f"{self.runs} ({self.completed} completed; {self.attempts} attempts, "
+                     f"{self.retried} retried because the run finished before its kills)"),
+            ("kills", f"{self.kills_delivered} delivered of {self.kills_requested} requested "
+                      f"({self.kills_per_run} per run); {self.kills_total} SIGKILLs in all "
+                      f"({self.kills_in_git} inside git, {self.late_kills} late, not counted), "
                       f"{self.crash_point_kills} at named crash points"),
             ("children", str(self.children)),
             ("recoveries", f"{self.recoveries} decided: {self.recoveries_succeeded} succeeded, "
@@ -87,13 +117,14 @@ class ChaosReport:
             ("kill->progress", f"median {sec(self.progress_median_seconds)}, p95 {sec(self.progress_p95_seconds)} "
                                "(lease expiry and takeover included)"),
             ("wall time", f"{self.wall_seconds:.1f} s"),
+            ("load average", f"{load} (1 / 5 / 15 min, at the end)"),
             ("workdir", self.workdir),
         ]
         lines = [f"{name:15} {value}" for name, value in rows]
         lines.extend(f"VIOLATION run {v.run} ({v.run_id}): {v.check}: {v.detail}" for v in self.violations[:50])
         if len(self.violations) > 50:
             lines.append(f"... and {len(self.violations) - 50} more violations")
-        lines.append("verdict: PASS" if self.passed else "verdict: FAIL")
+        lines.append(f"verdict: {self.verdict()}")
         return "\n".join(lines)
 
 
@@ -105,17 +136,30 @@ def _p95(values: list[float]) -> float | None:
     return statistics.quantiles(sorted(values), n=100, method="inclusive")[94]
 
 
-def _baseline(*, spec: Path, workdir: Path, env: Mapping[str, str]) -> tuple[str | None, RunChecks | None, str]:
-    """Run the task once without kills; returns its run id, its checks and an error."""
+_ATTEMPTS = 4
+"""Attempts per run: a run that stopped before all its kills landed is run again, its kill
+schedule tightened (half the window each time); after the last the report is short of kills."""
+
+
+def _baseline(*, spec: Path, workdir: Path, env: Mapping[str, str], lease_seconds: float,
+              child_timeout: float) -> tuple[str, RunChecks]:
+    """Run the task once without kills, driven like every other run; returns its id and checks.
+
+    Raises:
+        ChaosSetupError: the run could not be created or did not complete on its own.
+    """
     task, _ = spec_copy(spec=spec, directory=workdir / "baseline")
-    done = subprocess.run([sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "run", str(task), "--json",
-                           "--no-progress", "--worker", "chaos-baseline"], env=dict(env), cwd=settings.BASE_DIR,
-                          capture_output=True, text=True, check=False)
-    run_id = next((line.split()[1] for line in done.stderr.splitlines()
-                   if line.startswith("run ") and len(line.split()) == 2), None)
-    if run_id is None:
-        return None, None, (done.stderr.strip().splitlines() or ["the baseline run was not created"])[-1]
-    return run_id, chaos_checks(run_id=run_id, baseline_fingerprint=None, own_target=False), ""
+    log = chaos_run_drive(task=task, plan=KillSchedule(kills=0, generations=1, seconds_per_generation=0.0,
+                                                       rng=random.Random(0)),
+                          recoverers=1, rng=random.Random(0), lease_seconds=lease_seconds, env=env,
+                          logs=workdir / "logs", tag="baseline", child_timeout=child_timeout)
+    if log.run_id is None or not Run.objects.filter(run_id=log.run_id).exists():
+        raise ChaosSetupError(f"the uninterrupted run was not created: {log.error or 'no run id'}",
+                              task=spec.name)
+    if log.phase != "completed":
+        raise ChaosSetupError(f"the uninterrupted run stopped as {log.phase}, not completed"
+                              f"{': ' + log.error if log.error else ''}", task=spec.name, run_id=log.run_id)
+    return log.run_id, chaos_checks(run_id=log.run_id, baseline_fingerprint=None, own_target=False)
 
 
 def _seconds_per_generation(run_id: str) -> float:
@@ -128,16 +172,17 @@ def _seconds_per_generation(run_id: str) -> float:
     return max(0.005, (stamps[-1] - stamps[0]).total_seconds() / (len(stamps) - 1))
 
 
-def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: int = 1, lease_seconds: float = 1.0,
+def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: int = 1, lease_seconds: float = 3.0,
                    crash_points: list[str] | None = None, workdir: Path, env: Mapping[str, str] | None = None,
-                   child_timeout: float = 600.0, on_run: Callable[[int, DriveLog, RunChecks], None] | None = None
-                   ) -> ChaosReport:
+                   child_timeout: float = 600.0, store: str = "",
+                   on_run: Callable[[int, DriveLog, RunChecks], None] | None = None) -> ChaosReport:
     """Run ``spec`` once uninterrupted, then ``runs`` times under seeded kills, and check each run.
 
     Args:
-        spec: any task spec file.
+        spec: any task spec file whose uninterrupted run completes on its own.
         runs: runs under kills (at least the number of ``crash_points``).
-        kills: external SIGKILLs per run (fewer if the run finishes first).
+        kills: external SIGKILLs per run; a run that stops before they all landed is retried
+            (up to ``_ATTEMPTS`` times); the report says how many landed.
         seed: seeds every random choice.
         recoverers: at most this many recoverers race after each kill (1..N, drawn per kill).
         lease_seconds: the children's lease time to live (a takeover waits for its expiry).
@@ -145,11 +190,13 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
         workdir: task copies, targets and child logs (kept as evidence).
         env: the children's environment (default: this process's).
         child_timeout: seconds one run may take before the drive gives up on it.
-        on_run: called after each run (progress output).
+        store: names the database the runs went to, for the table.
+        on_run: called after each attempt (progress output).
 
     Raises:
         ValueError: ``runs`` < 1, ``kills`` < 0, ``recoverers`` < 1 or a non-positive lease.
         TaskSpecError: the spec cannot be read.
+        ChaosSetupError: the uninterrupted run was not created or did not complete.
     """
     if runs < 1 or kills < 0 or recoverers < 1 or not lease_seconds > 0:
         raise ValueError("runs >= 1, kills >= 0, recoverers >= 1 and lease_seconds > 0 are required")
@@ -157,44 +204,54 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
     points = list(crash_points or [])
     runs = max(runs, len(points))
     rng = random.Random(seed)
-    report = ChaosReport(task=str(spec), seed=seed, workdir=str(workdir))
+    report = ChaosReport(task=str(spec), seed=seed, store=store, workdir=str(workdir), kills_per_run=kills,
+                         kills_requested=runs * kills)
     started = time.monotonic()
-    base_id, base_checks, error = _baseline(spec=spec, workdir=workdir, env=env)
-    if base_checks is None or not base_checks.passed:
-        failed = [c for c in (base_checks.checks if base_checks else ()) if not c.passed]
-        report.violations.extend(Violation(-1, base_id or "-", c.name, c.detail) for c in failed)
-        if base_checks is None:
-            report.violations.append(Violation(-1, "-", "uninterrupted run", error))
+    base_id, base_checks = _baseline(spec=spec, workdir=workdir, env=env, lease_seconds=lease_seconds,
+                                     child_timeout=child_timeout)
+    report.violations.extend(Violation(-1, base_id, c.name, c.detail) for c in base_checks.checks if not c.passed)
+    if report.violations:
         return report
-    hint = Run.objects.filter(run_id=base_id).values_list("generation", flat=True).first() or 20
+    generations = Run.objects.filter(run_id=base_id).values_list("generation", flat=True).first() or 1
     pace = _seconds_per_generation(base_id)
     run_ids: list[str] = []
     progress: list[float] = []
     for index in range(runs):
-        task, own = spec_copy(spec=spec, directory=workdir / f"run-{index:04d}")
-        plan = KillPlan(kills=kills, seed=rng.randrange(2**32), git_share=0.0, seconds_per_generation=pace)
-        log = chaos_run_drive(task=task, plan=plan, recoverers=recoverers, rng=rng, lease_seconds=lease_seconds,
-                              env=env, logs=workdir / "logs", tag=f"{index:04d}",
-                              crash_at=points[index % len(points)] if points else None,
-                              generations_hint=hint, child_timeout=child_timeout)
+        scale = 1.0
+        for attempt in range(_ATTEMPTS):
+            name = f"run-{index:04d}" + (f"-retry{attempt}" if attempt else "")
+            task, own = spec_copy(spec=spec, directory=workdir / name)
+            plan = KillSchedule(kills=kills, generations=generations, seconds_per_generation=pace,
+                                rng=random.Random(rng.randrange(2**32)), scale=scale)
+            log = chaos_run_drive(task=task, plan=plan, recoverers=recoverers, rng=rng, lease_seconds=lease_seconds,
+                                  env=env, logs=workdir / "logs", tag=name.removeprefix("run-"),
+                                  crash_at=points[index % len(points)] if points else None,
+                                  child_timeout=child_timeout)
+            report.attempts += 1
+            report.kills_total += log.kills
+            report.late_kills += log.late_kills
+            report.crash_point_kills += log.crash_point_kills
+            report.kills_in_git += log.kills_in_git
+            report.children += len(log.children)
+            progress.extend(log.progress_seconds)
+            if log.run_id is None or not Run.objects.filter(run_id=log.run_id).exists():
+                report.violations.append(Violation(index, "-", "run created", log.error or "no run id"))
+                break
+            run_ids.append(log.run_id)
+            checks = chaos_checks(run_id=log.run_id, baseline_fingerprint=base_checks.fingerprint, own_target=own)
+            report.duplicates += checks.duplicates
+            suffix = f" ({log.error})" if log.error else ""
+            report.violations.extend(Violation(index, log.run_id, c.name, c.detail + suffix)
+                                     for c in checks.checks if not c.passed)
+            if on_run is not None:
+                on_run(index, log, checks)
+            if log.missed == 0 or log.error or not checks.passed or attempt == _ATTEMPTS - 1:
+                break
+            report.retried += 1
+            scale /= 2
         report.runs += 1
-        report.kills += log.kills
-        report.crash_point_kills += log.crash_point_kills
-        report.kills_in_git += log.kills_in_git
-        report.children += len(log.children)
-        progress.extend(log.progress_seconds)
-        if log.run_id is None or not Run.objects.filter(run_id=log.run_id).exists():
-            report.violations.append(Violation(index, "-", "run created", log.error or "no run id"))
-            continue
-        run_ids.append(log.run_id)
-        checks = chaos_checks(run_id=log.run_id, baseline_fingerprint=base_checks.fingerprint, own_target=own)
         report.completed += 1 if log.phase == "completed" else 0
-        report.duplicates += checks.duplicates
-        suffix = f" ({log.error})" if log.error else ""
-        report.violations.extend(Violation(index, log.run_id, c.name, c.detail + suffix)
-                                 for c in checks.checks if not c.passed)
-        if on_run is not None:
-            on_run(index, log, checks)
+        report.kills_delivered += log.kills
     stats = recovery_stats(run_ids=run_ids) if run_ids else None
     if stats is not None:
         report.recoveries, report.recoveries_succeeded = stats.recoveries, stats.succeeded
@@ -208,4 +265,5 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
     report.progress_median_seconds = statistics.median(progress) if progress else None
     report.progress_p95_seconds = _p95(progress)
     report.wall_seconds = time.monotonic() - started
+    report.load_average = os.getloadavg()
     return report

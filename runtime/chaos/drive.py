@@ -3,11 +3,12 @@
 The first child is ``manage.py run TASK --json``. Optionally one named crash point is armed
 (``RATCHET_CRASH_AT``) and its child kills itself there: the first recoverer arms it when
 external kills are planned (so the run exists and was announced before it dies), else the first
-child. Whenever no child is alive and the run has not stopped, ``k`` recoverers (``manage.py resume RUN --wait ...``, ``k`` drawn by the seeded RNG in
-``1..recoverers``) start at once and race for the lease; the losers wait and take over when the
-holder dies. While kills remain, the child holding the lease is SIGKILLed (its whole process
-group, ``runtime.replay_check.processes``) at a moment the seeded ``KillPlan`` of
-``runtime.replay_check.chaos`` draws, counted from when it took the lease (DESIGN.md section 8.2).
+child. Whenever no child is alive and the run has not stopped, ``k`` recoverers (``manage.py
+resume RUN --wait ...``, ``k`` drawn by the seeded RNG in ``1..recoverers``) start at once and
+race for the lease; the losers wait and take over when the holder dies. While kills remain, the
+child holding the lease is SIGKILLed (its whole process group, ``runtime.replay_check.processes``)
+at a moment the seeded :class:`KillSchedule` draws inside the run's remaining work, so the kills
+land before the run finishes (DESIGN.md section 8.2).
 """
 
 from __future__ import annotations
@@ -24,13 +25,45 @@ from subprocess import Popen
 from django.conf import settings
 
 from runtime.models import Run
-from runtime.replay_check.chaos import KillPlan
 from runtime.replay_check.processes import group_kill, group_runs_git, group_start
 
 _POLL_SECONDS = 0.01
 _STOPPED = frozenset({"completed", "failed", "cancelled", "needs_review", "awaiting_approval"})
-_MAX_ROUNDS = 200
-"""Rounds of recoverers started without a kill in between before the drive gives up."""
+_MAX_ROUNDS = 50
+"""Rounds of recoverers started with neither a kill nor a committed generation in between
+before the drive gives up (a child that fails the same way every time, e.g. a broken store)."""
+
+
+@dataclass
+class KillSchedule:
+    """The seeded kill schedule of one run: kills remaining and how to draw the next moment.
+
+    Kills are anchored to progress, not to wall time, so they land on a fast or a loaded machine
+    alike: with ``k`` kills left at generation ``g`` of an uninterrupted run's ``generations``,
+    the next target is drawn uniformly among the next ``(generations - 1 - g) / k`` generations
+    (scaled by ``scale``), and the kill comes a uniform ``0..seconds_per_generation * scale``
+    seconds after the holder reached it: any moment between two commits, restore and
+    re-observation included, and before the last commit while work remains.
+
+    Attributes:
+        kills: kills still to deliver (counts down).
+        generations: committed generations of the uninterrupted run (>= 1).
+        seconds_per_generation: its measured pace, seconds.
+        rng: seeded.
+        scale: ``1.0``; a retried run halves it so its kills come sooner.
+    """
+
+    kills: int
+    generations: int
+    seconds_per_generation: float
+    rng: random.Random
+    scale: float = 1.0
+
+    def next_kill(self, *, generation: int) -> tuple[int, float]:
+        """``(target generation, seconds after reaching it)`` for the holder seen at ``generation``."""
+        span = max(0, self.generations - 1 - generation) / max(1, self.kills)
+        target = generation + self.rng.randint(0, max(0, int(span * self.scale) - 1))
+        return target, self.rng.uniform(0.0, self.seconds_per_generation * self.scale)
 
 
 @dataclass
@@ -43,6 +76,8 @@ class Child:
     proc: Popen[bytes]
     stdout: Path
     stderr: Path
+    kill_target: int | None = None
+    kill_delay: float = 0.0
     kill_at: float | None = None
     killed: bool = False
     returncode: int | None = None
@@ -64,12 +99,16 @@ class Child:
 
 @dataclass
 class DriveLog:
-    """What one drive did. ``progress_seconds``: per kill, seconds until the next generation
-    committed (lease expiry and the takeover included)."""
+    """What one drive did. ``kills``: delivered while work remained; ``missed``: planned kills
+    that never landed because the run stopped first; ``late_kills``: SIGKILLs that hit a child
+    after the run had stopped (not counted as delivered); ``progress_seconds``: per kill, seconds
+    until the next generation committed (lease expiry and the takeover included)."""
 
     run_id: str | None = None
     children: list[Child] = field(default_factory=list)
     kills: int = 0
+    missed: int = 0
+    late_kills: int = 0
     crash_point_kills: int = 0
     kills_in_git: int = 0
     phase: str = "-"
@@ -96,14 +135,15 @@ def _row(run_id: str | None) -> dict:
     return Run.objects.filter(run_id=run_id).values("phase", "generation", "owner_worker").first() or {}
 
 
-def chaos_run_drive(*, task: Path, plan: KillPlan, recoverers: int, rng: random.Random, lease_seconds: float,
+def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: random.Random, lease_seconds: float,
                     env: Mapping[str, str], logs: Path, tag: str, crash_at: str | None = None,
-                    generations_hint: int = 20, child_timeout: float = 600.0) -> DriveLog:
+                    child_timeout: float = 600.0) -> DriveLog:
     """Create the run of ``task`` in a child and drive it until it stops, killing per ``plan``.
 
     Args:
         task: the task spec (a private copy, ``runtime.chaos.spec_copy``).
-        plan: the seeded kill schedule; ``plan.kills`` counts down as kills are delivered.
+        plan: the seeded kill schedule; ``plan.kills`` counts down as kills are delivered and
+            what is left when the run stops is the log's ``missed``.
         recoverers: the most recoverers started at once after a kill (>= 1).
         rng: the seeded RNG that draws how many recoverers start.
         lease_seconds: the children's ``RATCHET_LEASE_SECONDS``.
@@ -112,7 +152,6 @@ def chaos_run_drive(*, task: Path, plan: KillPlan, recoverers: int, rng: random.
         tag: names the children's worker ids.
         crash_at: a crash point to arm (``RATCHET_CRASH_AT``) in the first recoverer (in the
             first child when ``plan.kills`` is 0), or None.
-        generations_hint: about how many generations the run commits (sizes the kill windows).
         child_timeout: seconds after which the drive kills everything and gives up.
 
     Returns:
@@ -144,62 +183,77 @@ def chaos_run_drive(*, task: Path, plan: KillPlan, recoverers: int, rng: random.
     # run nobody announced); with no external kill to make one, in the first child.
     armed = [crash_at] if crash_at and plan.kills > 0 else []
     alive = [start("run", armed=None if armed else crash_at)]
-    rounds = 0
+    rounds = seen_generation = 0
     since_kill: tuple[float, int] | None = None
-    while True:
-        now = time.monotonic()
-        for child in [c for c in alive if c.proc.poll() is not None]:
-            child.returncode = child.proc.returncode
-            alive.remove(child)
-            if child.returncode == -9 and not child.killed:
-                log.crash_point_kills += 1
-        if log.run_id is None:
-            log.run_id = _announced(log.children[0].stderr)
-        row = _row(log.run_id)
-        if since_kill is not None and row.get("generation", 0) > since_kill[1]:
-            log.progress_seconds.append(now - since_kill[0])
-            since_kill = None
-        if now - started > child_timeout:
-            for child in alive:
-                group_kill(child.proc)
-                child.proc.wait()
-            log.error = f"the run did not stop within {child_timeout:.0f} s"
-            break
-        if not alive:
-            if row.get("phase") in _STOPPED:
-                break
-            rounds += 1
-            if rounds > _MAX_ROUNDS:
-                log.error = f"gave up after {_MAX_ROUNDS} rounds of recoverers without progress"
-                break
+    try:
+        while True:
+            now = time.monotonic()
+            for child in [c for c in alive if c.proc.poll() is not None]:
+                child.returncode = child.proc.returncode
+                alive.remove(child)
+                if child.returncode == -9 and not child.killed:
+                    log.crash_point_kills += 1
             if log.run_id is None:
-                if not log.children[-1].killed:
-                    log.error = log.children[-1].verdict().get("message") or "the run was never created"
+                log.run_id = _announced(log.children[0].stderr)
+            row = _row(log.run_id)
+            if since_kill is not None and row.get("generation", 0) > since_kill[1]:
+                log.progress_seconds.append(now - since_kill[0])
+                since_kill = None
+            if row.get("generation", 0) > seen_generation:
+                seen_generation, rounds = row.get("generation", 0), 0
+            if now - started > child_timeout:
+                for child in alive:
+                    group_kill(child.proc)
+                    child.proc.wait()
+                log.error = f"the run did not stop within {child_timeout:.0f} s"
+                break
+            if not alive:
+                if row.get("phase") in _STOPPED:
                     break
-                alive.append(start("run"))
+                rounds += 1
+                if rounds > _MAX_ROUNDS:
+                    log.error = f"gave up after {_MAX_ROUNDS} rounds of recoverers without progress"
+                    break
+                if log.run_id is None:
+                    if not log.children[-1].killed:
+                        log.error = log.children[-1].verdict().get("message") or "the run was never created"
+                        break
+                    alive.append(start("run"))
+                    continue
+                if armed:  # alone, so it is the one that drives the run into its crash point
+                    alive.append(start("resume", armed=armed.pop()))
+                    continue
+                alive.extend(start("resume") for _ in range(rng.randint(1, max(1, recoverers))))
                 continue
-            if armed:  # alone, so it is the one that drives the run into its crash point
-                alive.append(start("resume", armed=armed.pop()))
-                continue
-            alive.extend(start("resume") for _ in range(rng.randint(1, max(1, recoverers))))
-            continue
-        holder = next((c for c in alive if row.get("owner_worker") == c.worker), None)
-        if plan.kills > 0 and holder is not None:
-            if holder.kill_at is None:
-                rounds = 0
-                done = row.get("generation", 0)
-                holder.kill_at = now + plan.next_delay(remaining_generations=generations_hint - done)
-            if now >= holder.kill_at:
-                in_git = bool(group_runs_git(holder.proc.pid))
-                if group_kill(holder.proc):
-                    holder.killed = True
-                    plan.kills -= 1
-                    log.kills += 1
-                    log.kills_in_git += 1 if in_git else 0
-                    since_kill = (now, row.get("generation", 0))
-                    holder.proc.wait()
-                continue
-        time.sleep(_POLL_SECONDS)
+            holder = next((c for c in alive if row.get("owner_worker") == c.worker), None)
+            if plan.kills > 0 and holder is not None and row.get("phase") not in _STOPPED:
+                if holder.kill_target is None:
+                    holder.kill_target, holder.kill_delay = plan.next_kill(generation=row.get("generation", 0))
+                if holder.kill_at is None and row.get("generation", 0) >= holder.kill_target:
+                    holder.kill_at = now + holder.kill_delay
+                if holder.kill_at is not None and now >= holder.kill_at:
+                    in_git = bool(group_runs_git(holder.proc.pid))
+                    if group_kill(holder.proc):
+                        holder.killed = True
+                        holder.proc.wait()
+                        # The run stopped between the row read and the kill: it interrupted nothing
+                        # that was left to do, so it does not count as a delivered kill.
+                        if _row(log.run_id).get("phase") in _STOPPED:
+                            log.late_kills += 1
+                            continue
+                        plan.kills -= 1
+                        log.kills += 1
+                        rounds = 0
+                        log.kills_in_git += 1 if in_git else 0
+                        since_kill = (now, row.get("generation", 0))
+                    continue
+            time.sleep(_POLL_SECONDS)
+    finally:
+        # Interrupted (SIGTERM, ^C) or done: no child outlives the drive.
+        for child in alive:
+            if group_kill(child.proc):
+                child.proc.wait()
+    log.missed = plan.kills
     log.phase = _row(log.run_id).get("phase", "-")
     if log.phase != "completed" and not log.error:
         last = next((c for c in reversed(log.children) if c.returncode not in (None, -9)), None)

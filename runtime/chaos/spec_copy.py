@@ -4,7 +4,8 @@ A spec whose environment is prepared per run (``setup`` other than ``"none"``) a
 fresh target for every run (``<target>/<run id>``); the copy only pins its paths. For any other
 spec the copy points ``environment.target`` at a new directory under the campaign's work
 directory, seeded with the original target's files (without the adapter's own records, the
-``.ratchet`` journal, so the copy is a new instance) when its adapter is ``workspace``; any
+``.ratchet`` journal, so the copy is a new instance) when its adapter is ``workspace`` (an
+empty directory when the original does not exist: chaos prepares the workspace itself); any
 other adapter keeps its target, which is then shared by the runs (an HTTP service, a database),
 and the final-environment comparison is skipped for it. Relative paths the loader resolves
 (``environment.target``, ``planner.source``) are made absolute; any other relative path in the
@@ -91,6 +92,7 @@ def spec_copy(*, spec: Path, directory: Path) -> tuple[Path, bool]:
         fresh = directory / "target"
         if original.is_dir():
             shutil.copytree(original, fresh, ignore=_SKIPPED, dirs_exist_ok=True)
+        fresh.mkdir(parents=True, exist_ok=True)
         environment["target"] = str(fresh)
     else:
         own = False

@@ -343,6 +343,10 @@ class SignedDecision(Strict):
     environment_fingerprint: Digest
     nonce: Ident
     issued_at: AwareDatetime
+    expires_at: AwareDatetime | None = None
+    """Signed end of validity on the database clock (DESIGN.md section 6.3). Left out of the bytes
+    when None, like ``passkey``: decisions signed before the field existed keep their signatures,
+    still verify in checkpoints and bundles, and are refused if anyone tries to apply one now."""
     key_id: Ident
     mac: Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{64}|[0-9a-f]{128})$")]
     passkey: PasskeyAssertion | None = None
@@ -352,16 +356,17 @@ class SignedDecision(Strict):
 
     @model_validator(mode="after")
     def _absent_passkey_is_complete(self) -> SignedDecision:
-        # An absent passkey means "signed without one", not a lost default: the Ed25519
-        # signature covers the stored bytes, so stripping a passkey breaks it.
-        self.__pydantic_fields_set__.add("passkey")
+        # An absent passkey or expiry means "signed without one", not a lost default: the
+        # Ed25519 signature covers the stored bytes, so stripping either breaks it.
+        self.__pydantic_fields_set__.update(("passkey", "expires_at"))
         return self
 
     @model_serializer(mode="wrap")
     def _omit_absent_passkey(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
-        if data.get("passkey", "") is None:
-            del data["passkey"]
+        for name in ("passkey", "expires_at"):
+            if data.get(name, "") is None:
+                del data[name]
         return data
 
 

@@ -141,22 +141,55 @@ def approval_mismatch(evidence: ApprovalEvidence, *, run_id: str, idempotency_ke
     return None
 
 
-def decision_sign(*, keyring: Keyring, binding: dict[str, Any]) -> SignedDecision:
-    """Sign a reviewer decision with a private reviewer key (the reviewer role's or a person's). ``binding`` holds every :class:`SignedDecision` field except
-    ``key_id``/``mac``; ``nonce`` and ``issued_at`` are filled in when absent.
+DECISION_DEFAULT_SECONDS = 3600.0
+"""Validity a decision is signed with when the caller names none (``RATCHET_DECISION_SECONDS``'s default)."""
+
+
+def decision_sign(*, keyring: Keyring, binding: dict[str, Any],
+                  validity_seconds: float | None = DECISION_DEFAULT_SECONDS) -> SignedDecision:
+    """Sign a reviewer decision with a private reviewer key (the reviewer role's or a person's).
+
+    Args:
+        binding: every :class:`SignedDecision` field except ``key_id``/``mac``; ``nonce`` and
+            ``issued_at`` are filled in when absent, and ``expires_at`` (signed like every other
+            field) as ``issued_at + validity_seconds`` -- unless the binding carries a
+            ``passkey``: the authenticator signed the fields as they are, so the caller fixes
+            the expiry before the challenge (``review.passkeys``) and nothing is added here.
+        validity_seconds: finite, positive seconds (DESIGN.md section 6.3); None signs no expiry
+            (only to reproduce decisions made before the field existed: they are never applied).
 
     Raises:
         WrongTrustRootError: ``keyring`` is not the reviewer root's.
+        ValueError: ``validity_seconds`` is not a finite, positive number.
         pydantic.ValidationError: a bound field is missing or malformed.
     """
     fields = {"nonce": new_nonce(), "issued_at": datetime.now(UTC), **binding}
+    if fields.get("expires_at") is None and validity_seconds is not None and fields.get("passkey") is None:
+        if not math.isfinite(validity_seconds) or validity_seconds <= 0:
+            raise ValueError("decision validity must be a finite, positive number of seconds")
+        issued = fields["issued_at"]
+        if isinstance(issued, str):
+            issued = datetime.fromisoformat(issued)
+        fields["expires_at"] = issued + timedelta(seconds=validity_seconds)
     return _sign(SignedDecision, fields, keyring, TrustRoot.REVIEWER)
 
 
-def decision_expires_at(decision: SignedDecision, *, validity_seconds: float) -> datetime:
-    """When a signed decision stops being usable: its signed ``issued_at`` plus the configured
-    validity (DESIGN.md section 6.3); the caller compares it with the database clock."""
-    return decision.issued_at + timedelta(seconds=validity_seconds)
+def decision_expires_at(decision: SignedDecision, *, validity_seconds: float) -> datetime | None:
+    """When a signed decision stops being usable (DESIGN.md section 6.3): its signed
+    ``expires_at``, cut to ``issued_at + validity_seconds`` when the configured validity has been
+    lowered since; None when it carries no signed expiry (made before the field existed: never
+    applied). The caller compares it with the database clock."""
+    if decision.expires_at is None:
+        return None
+    return min(decision.expires_at, decision.issued_at + timedelta(seconds=validity_seconds))
+
+
+def decision_expiry_problem(decision: SignedDecision) -> str | None:
+    """Why a decision's signed validity is impossible (it ends before it begins), or None.
+    Checked by ``checkpoint verify`` and ``verify-bundle`` beside the signature that covers it."""
+    if decision.expires_at is not None and decision.expires_at <= decision.issued_at:
+        return "expires before it was issued"
+    return None
 
 
 def decision_verify(decision: SignedDecision, keyring: Keyring) -> None:
@@ -209,9 +242,10 @@ def state_evidence_findings(state: RunState, *, approval: Keyring, reviewer: Key
         except SigningError as exc:
             findings.append(f"decision on {ref.case_id}: {exc.message} (key id {ref.decision.key_id:.64})")
             continue
-        problem = reviewer_name_problem(ref.decision, reviewer_names or {})
-        if problem:
-            findings.append(f"decision on {ref.case_id}: {problem}")
+        for problem in (reviewer_name_problem(ref.decision, reviewer_names or {}),
+                        decision_expiry_problem(ref.decision)):
+            if problem:
+                findings.append(f"decision on {ref.case_id}: {problem}")
     return findings
 
 

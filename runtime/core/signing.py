@@ -7,10 +7,11 @@ between the runtime and itself); the other roots are asymmetric (Ed25519): a sig
 process given the public keys of the approval and reviewer roots can check but never mint
 approvals or decisions (DESIGN.md section 2.2).
 
-Over 400 lines: the two kinds of key and the one keyring that holds either belong together. It signs with its *current* key and verifies with any key it still trusts, so
-keys rotate without invalidating what was signed before. Key material never leaves this module
-in readable form: ``repr``/``str`` of keys and keyrings show only key ids, and no error message
-includes key bytes or MACs computed with them.
+Over 400 lines: the two kinds of key and the one keyring that holds either belong together.
+It signs with its *current* key and verifies with any key it still trusts, so keys rotate without
+invalidating what was signed before. Key material never leaves this module in readable form:
+``repr``/``str`` of keys and keyrings show only key ids, and no error message includes key bytes or
+MACs computed with them.
 
 Message layout: ``HMAC-SHA256(key, root || 0x00 || key_id || 0x00 || message)``, and for the
 asymmetric roots ``Ed25519(seed, root || 0x00 || key_id || 0x00 || message)``. Binding the trust

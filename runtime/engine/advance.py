@@ -45,7 +45,8 @@ class StepReport:
 
 def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None = None,
                 ttl_seconds: float | None = None, wait_seconds: float = 0.0,
-                on_step: Callable[[StepReport], None] | None = None) -> StepReport:
+                on_step: Callable[[StepReport], None] | None = None,
+                reuse: Callable[..., RunSession | None] | None = None) -> StepReport:
     """Acquire the lease, restore, recover, and drive the run until it stops or ``max_steps``.
 
     Args:
@@ -55,6 +56,10 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         ttl_seconds: lease time to live in seconds (default ``RATCHET_LEASE_SECONDS``).
         wait_seconds: if another worker holds the lease, retry for up to this long (seconds).
         on_step: called after every committed step (progress bars).
+        reuse: called as ``reuse(run_id=, worker=, lease=, ttl=, recovering=)`` once the lease is
+            taken; it may return a session this process restored earlier and proved still to be
+            the committed head under ``lease`` (the gateway's session cache, DESIGN.md section
+            5.12), which then skips restore and recovery; None restores as usual.
 
     Returns:
         A :class:`StepReport`. A frozen run (needs_review, awaiting_approval) returns normally.
@@ -78,9 +83,12 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
     if recovering:
         trace_append(run_id=run_id, event_type="recovery.started", payload={"worker": worker})
     try:
-        session = session_open(run_id=run_id, worker=worker, lease=lease, ttl=ttl)
-        credentials_recheck(session)  # DESIGN.md section 5.9: before anything executes
-        environment_recover(session)
+        reused = reuse(run_id=run_id, worker=worker, lease=lease, ttl=ttl, recovering=recovering) if reuse else None
+        session = reused if reused is not None else session_open(run_id=run_id, worker=worker, lease=lease,
+                                                                 ttl=ttl)
+        if reused is None:
+            credentials_recheck(session)  # DESIGN.md section 5.9: before anything executes
+            environment_recover(session)
     except Exception as exc:
         if recovering:
             trace_append(run_id=run_id, event_type="recovery.failed",

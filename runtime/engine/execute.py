@@ -4,22 +4,27 @@ The middle rows of the crash-window table (DESIGN.md section 5): the adapter's a
 store is always queried by idempotency key first, so a success a crash hid is reconciled and
 never executed again; only when it holds nothing, the approval (if one is needed) still
 authorises the write (DESIGN.md section 6) and the environment is still the pending write's
-pre-state does the write run, under a re-checked lease with the lease's fencing token. A
-timeout leaves the outcome unknown: the next step queries again, and after
-:data:`MAX_UNKNOWN_OUTCOME_ATTEMPTS` timeouts a human decides.
+pre-state does the write run, under a re-checked lease with the lease's fencing token. An
+approved write carries its approval's deadline into the adapter (``not_after``, DESIGN.md
+sections 4.7 and 5.5); an adapter that refuses to commit past it leaves the run waiting for a
+fresh approval, exactly as an approval that expired before the call. A timeout leaves the
+outcome unknown: the next step queries again, and after :data:`MAX_UNKNOWN_OUTCOME_ATTEMPTS`
+timeouts a human decides.
 """
 
 from __future__ import annotations
 
+from runtime.adapters.deadline import CommitDeadline, adapter_takes_deadline, deadline_measure
 from runtime.approval_checks import approval_problem
 from runtime.attachments import attachment_blob
 from runtime.core.checkpoint import PendingAction, StopReason
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.evidence import approval_digest
 from runtime.core.statemachine import Event, transition
+from runtime.db_clock import db_now
 from runtime.engine.freeze import run_freeze, run_freeze_fenced
 from runtime.engine.settle import receipt_settle
-from runtime.errors import AdapterTimeoutError, EngineError, FencingTokenError
+from runtime.errors import AdapterTimeoutError, CommitDeadlinePassedError, EngineError, FencingTokenError
 from runtime.leases import lease_check
 from runtime.receipts import receipt_cache_get
 from runtime.session import (
@@ -70,12 +75,7 @@ def _pending_execute(session: RunSession) -> None:
     if pending.requires_approval:
         problem = approval_problem(pending=pending, state=state, observation=session.adapter.observe())
         if problem is not None:
-            expired = pending.approval is not None and problem == "expired"
-            state.phase = transition(state.phase, Event.APPROVAL_EXPIRED if expired else Event.APPROVAL_REQUIRED)
-            state.stop_reason = StopReason.APPROVAL_EXPIRED if expired else StopReason.APPROVAL_REQUIRED
-            state.stop_detail = f"approval not usable: {problem}"
-            session_commit(session, ("approval.expired" if expired else "approval.requested",
-                                     {"idempotency_key": key, "problem": problem}))
+            _approval_unusable(session, problem, expired=pending.approval is not None and problem == "expired")
             return
     cached = receipt_cache_get(idempotency_key=key)
     if cached is not None:
@@ -95,6 +95,7 @@ def _pending_execute(session: RunSession) -> None:
                        extra={"observed": observation_json(obs)})
         return
     lease_check(lease=session.lease)
+    deadline = _commit_deadline(session, pending)
     crash_point(CP_BEFORE_EXECUTE)
     try:
         with session_heartbeat(session):
@@ -105,12 +106,40 @@ def _pending_execute(session: RunSession) -> None:
                 fencing_token=session.lease.lease_version,
                 blobs=attachment_blob,
                 approval_digest=_approval_digest(pending),
+                **deadline,
             )
     except AdapterTimeoutError as exc:
         _outcome_unknown(session, exc)
         return
+    except CommitDeadlinePassedError as exc:
+        _approval_unusable(session, f"expired before the write could commit ({exc.message})", expired=True,
+                           late_by_seconds=exc.context.get("late_by_seconds"))
+        return
     crash_point(CP_AFTER_EXECUTE)
     receipt_settle(session, receipt, reconciled=False)
+
+
+def _commit_deadline(session: RunSession, pending: PendingAction) -> dict[str, CommitDeadline]:
+    """``{"not_after": deadline}`` for an approved write whose adapter takes one, else ``{}``.
+
+    Plug-ins written before deadlines are called as before; a write of theirs that commits
+    after the approval expired is caught by its receipt's commit time (section 6.4).
+    """
+    if pending.approval is None or not adapter_takes_deadline(session.adapter):
+        return {}
+    return {"not_after": deadline_measure(not_after=pending.approval.expires_at, database_now=db_now)}
+
+
+def _approval_unusable(session: RunSession, problem: str, *, expired: bool, **extra: object) -> None:
+    """Stop for a (fresh) approval: nothing was written under the key."""
+    state = session.state
+    key = state.pending.idempotency_key if state.pending is not None else None
+    state.phase = transition(state.phase, Event.APPROVAL_EXPIRED if expired else Event.APPROVAL_REQUIRED)
+    state.stop_reason = StopReason.APPROVAL_EXPIRED if expired else StopReason.APPROVAL_REQUIRED
+    state.stop_detail = f"approval not usable: {problem}"
+    payload = {"idempotency_key": key, "problem": problem,
+               **{name: value for name, value in extra.items() if value is not None}}
+    session_commit(session, ("approval.expired" if expired else "approval.requested", payload))
 
 
 def _approval_digest(pending: PendingAction) -> str | None:

@@ -12,11 +12,11 @@ conflict (other arguments), never a second effect.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.urls import reverse
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.checkpoint import Phase, RunState
@@ -32,43 +32,39 @@ from runtime.errors import (
     LeaseLostError,
     StaleGenerationError,
 )
+from runtime.gateway.sessions import session_forget, session_keep, session_reuse, sessions_enabled
 from runtime.gateway.tokens import token_admit
 from runtime.gateway.tools import MAX_CALL_BYTES, arguments_object, call_check, call_id_check, run_spec
-from runtime.models import Run
+from runtime.models import GatewayToken, Run
 from runtime.planners.chat_tools_tools import FINISH
 from runtime.planners.external import ExternalCall, call_digest, call_record, external_call_offered
 from runtime.session import default_worker_id
 
 
-@dataclass(frozen=True)
-class CallResult:
-    """What a call did.
+class CallResult(BaseModel):
+    """What a call did: the MCP server's structured result and the JSON API's response body
+    (its OpenAPI schema, DESIGN.md section 5.12)."""
 
-    Attributes:
-        status: ``"executed"`` (the receipt is here), ``"waiting_for_approval"`` (a human must
-            approve in the dashboard, then repeat the same call id) or ``"finished"`` (the run
-            completed; a run that ended failed or cancelled answers ``finish`` with
-            :class:`GatewayRunStoppedError`).
-        repeated: True when the call id was already recorded and nothing new was executed.
-    """
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    status: str
+    status: Literal["executed", "waiting_for_approval", "finished"] = Field(description=(
+        "executed: the receipt is here; waiting_for_approval: a human must approve in the dashboard "
+        "(approval_url), then repeat the same call id and it executes once; finished: the run completed "
+        "(a run that ended failed or cancelled answers finish with the run_stopped error)"))
     run_id: str
-    call_id: str
-    phase: str
-    idempotency_key: str | None = None
+    call_id: str = Field(description="the caller's own id for the call; repeating it never repeats the effect")
+    phase: str = Field(description="the run's phase after the call")
+    idempotency_key: str | None = Field(default=None, description="derived from the run and the call id")
     intent_digest: str | None = None
-    receipt: dict[str, Any] | None = None
-    repeated: bool = False
-    approval_url: str | None = None
+    receipt: dict[str, JsonValue] | None = Field(default=None, description="the adapter's receipt of the write")
+    repeated: bool = Field(default=False, description="the call id was already recorded; nothing new executed")
+    approval_url: str | None = Field(default=None, description="the dashboard page where a human approves")
     stop_reason: str | None = None
-    detail: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    detail: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The result as the JSON API and the MCP server return it."""
-        out = {k: v for k, v in self.__dict__.items() if k != "extra" and v not in (None, "")}
-        return out | self.extra
+        """The result as the MCP server returns it (fields without a value left out)."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 def gateway_worker_id() -> str:
@@ -82,7 +78,8 @@ def dashboard_url(*, run_id: str) -> str:
     return base.rstrip("/") + reverse("review:run", args=[run_id])
 
 
-def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: str | None) -> CallResult:
+def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: str | None = None,
+                admitted: GatewayToken | None = None) -> CallResult:
     """Put one agent call through the run's write path and say what happened (DESIGN.md section 5.12).
 
     Args:
@@ -90,7 +87,9 @@ def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: 
         call_id: the caller's id for the call; repeating it never repeats the effect.
         tool: the action kind (a tool the run offers) or ``"finish"``.
         arguments: the tool's arguments (a JSON object).
-        token: the agent's gateway token (never logged or echoed).
+        token: the agent's gateway token (never logged or echoed); or
+        admitted: the token row this request already authorised and counted
+            (``token_request_admit``): the token is not read again.
 
     Returns:
         A :class:`CallResult`.
@@ -104,22 +103,32 @@ def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: 
         GatewayRunBusyError: another process holds the lease (retry the same call id).
         GatewayCallLimitError: the run recorded ``max_calls`` calls.
     """
-    row, run = token_admit(token=token, run_id=run_id)
+    row, run = token_admit(token=token, run_id=run_id, admitted=admitted)
     call_id = call_id_check(call_id)
     spec = run_spec(stored=run.spec["task"])
     action = call_check(spec=spec, tool=tool, arguments=arguments_object(arguments), token_actions=row.actions,
                         max_bytes=int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)))
     call = ExternalCall(call_id=call_id, action=action, digest=call_digest(action))
+    reuse = session_reuse if sessions_enabled() else None
     try:
         with external_call_offered(call):
-            run_advance(run_id=run_id, worker=gateway_worker_id(),
+            run_advance(run_id=run_id, worker=gateway_worker_id(), reuse=reuse,
                         wait_seconds=float(getattr(settings, "RATCHET_GATEWAY_WAIT_SECONDS", 10.0)))
     except LeaseHeldError:
         raise GatewayRunBusyError(run_id=run_id, call_id=call_id) from None
     except (LeaseLostError, StaleGenerationError):
+        session_forget(run_id=run_id)
         raise GatewayRunBusyError("another process took the run over during the call", run_id=run_id,
                                   call_id=call_id) from None
-    return _answer(run=run, call=call, max_calls=int(spec.planner.options_json().get("max_calls", 200)))
+    except BaseException:
+        session_forget(run_id=run_id)
+        raise
+    try:
+        return _answer(run=run, call=call, max_calls=int(spec.planner.options_json().get("max_calls", 200)))
+    finally:
+        # Kept only once the answer is read from it: the next call of this run may take it at
+        # once and skip the restore (DESIGN.md section 5.12).
+        session_keep(call.session)
 
 
 def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
@@ -130,7 +139,7 @@ def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
     if call.action["kind"] == FINISH:
         if phase == Phase.COMPLETED:
             return CallResult(status="finished", run_id=run_id, call_id=call_id, phase=phase.value,
-                              stop_reason=_reason(state), detail=state.stop_detail or "",
+                              stop_reason=_reason(state), detail=state.stop_detail or None,
                               repeated=call.session is None)
         raise _stopped(state, run_id, call_id)
     record = call_record(state.planner_state, call_id)

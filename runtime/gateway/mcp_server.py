@@ -6,9 +6,19 @@ policy and the token allow, plus ``finish``), each schema extended by a required
 :func:`runtime.gateway.calls.call_submit` -- the same service as the JSON API -- in a worker
 thread. A refusal comes back as a tool result with ``isError`` and the structured error
 ``{"error": {"code", "message", "hint", "retryable", "context"}}``, never the token. The token
-is the HTTP request's ``Authorization: Bearer`` header, or, over stdio, ``RATCHET_GATEWAY_TOKEN``.
-A per-agent token (several runs) names its run in the ``X-Ratchet-Run`` header (over stdio,
-``RATCHET_GATEWAY_RUN``); a per-run token needs none.
+is the HTTP request's ``Authorization: Bearer`` header, or, over stdio, ``RATCHET_GATEWAY_TOKEN``;
+it is read, checked and counted once per request. A per-agent token (several runs) names its run
+in the ``X-Ratchet-Run`` header (over stdio, ``RATCHET_GATEWAY_RUN``); a per-run token needs none.
+
+**Waiting for an approval.** A call that needs an approval answers ``waiting_for_approval`` with
+the dashboard link. When the client declares the elicitation capability, the server first asks
+it instead: "approval is required; accept to wait up to N seconds, decline to get the answer
+now" (on the 2026-07-28 protocol as an ``input_required`` result the client answers by repeating
+the call; on older ones as an ``elicitation/create`` request where the transport has a back
+channel). Accepted, the server waits -- only reading the run row, bounded by
+``RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS`` -- and, once a human granted the approval in the
+dashboard, repeats the same call id once and returns its receipt. The elicitation never approves
+anything: approvals are signed by the approval service alone (DESIGN.md sections 2.1, 6.2).
 """
 
 from __future__ import annotations
@@ -19,19 +29,42 @@ from typing import Any
 import anyio
 from django.db import close_old_connections
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams, TextContent, Tool
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ClientCapabilities,
+    ElicitationCapability,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from runtime.errors import GatewayError, GatewayScopeError, GatewayTokenError, RatchetError
-from runtime.gateway.calls import call_submit
+from runtime.errors import GatewayError, GatewayScopeError, GatewayTokenMissingError, RatchetError
+from runtime.gateway.approval_wait import (
+    approval_generation,
+    approval_poll_seconds,
+    approval_settled,
+    approval_wait_seconds,
+)
+from runtime.gateway.calls import CallResult, call_submit
 from runtime.gateway.reads import run_status
-from runtime.gateway.tokens import token_authorise
+from runtime.gateway.tokens import token_request_admit
 
 CALL_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
                   "description": "your own id for this call; repeating it never repeats the effect"}
 
 GATEWAY_REFUSED = -32001
 """JSON-RPC error code (implementation-defined range) of a ``tools/list`` the gateway refused."""
+
+APPROVAL_INPUT = "ratchet_approval_wait"
+"""The key of the gateway's elicitation in an ``input_required`` result and the client's answer."""
 
 
 def error_json(exc: RatchetError) -> dict[str, Any]:
@@ -99,8 +132,8 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
         named = _run_header(ctx, stdio_run)
 
         def status() -> dict[str, Any]:
-            row = token_authorise(token=token)
-            return run_status(run_id=_run_of(row, named), token=token)
+            row = token_request_admit(token=token)
+            return run_status(run_id=_run_of(row, named), admitted=row)
 
         try:
             found = await _in_thread(status)
@@ -112,23 +145,31 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
         return ListToolsResult(tools=[Tool(name=t["name"], description=t["description"],
                                            input_schema=_tool_schema(t["input_schema"])) for t in found["tools"]])
 
-    async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
         token = _token(ctx, stdio_token)
         arguments = dict(params.arguments or {})
         call_id = arguments.pop("call_id", None)
         named = _run_header(ctx, stdio_run)
 
-        def submit() -> dict[str, Any]:
-            row = token_authorise(token=token)
+        def submit() -> CallResult:
+            row = token_request_admit(token=token)
             return call_submit(run_id=_run_of(row, named), call_id=call_id, tool=params.name, arguments=arguments,
-                               token=token).as_json()
+                               admitted=row)
 
         try:
-            body, failed = await _in_thread(submit), False
+            result = await _in_thread(submit)
+            if result.status == "waiting_for_approval":
+                answer = (params.input_responses or {}).get(APPROVAL_INPUT)
+                if answer is None and _elicits(ctx):
+                    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                        return InputRequiredResult(input_requests={APPROVAL_INPUT: ElicitRequest(
+                            params=_approval_question(result))})
+                    answer = await _ask_back(ctx, result)
+                if isinstance(answer, ElicitResult) and answer.action == "accept":
+                    result = await _wait_then_repeat(result, submit)
         except RatchetError as exc:
-            body, failed = error_json(exc), True
-        return CallToolResult(content=[TextContent(text=json.dumps(body, sort_keys=True))],
-                              structured_content=body, is_error=failed)
+            return _tool_result(error_json(exc), failed=True)
+        return _tool_result(result.as_json(), failed=False)
 
     return Server("ratchet-gateway", version="1", instructions=(
         "Each tool is one write of a Ratchet run, executed exactly once per call_id. A result with "
@@ -137,6 +178,58 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
         on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def missing_token_error() -> GatewayTokenError:
+def missing_token_error() -> GatewayTokenMissingError:
     """The error for a stdio server started without ``RATCHET_GATEWAY_TOKEN``."""
-    return GatewayTokenError("no gateway token: set RATCHET_GATEWAY_TOKEN for --stdio")
+    return GatewayTokenMissingError("no token: set RATCHET_GATEWAY_TOKEN for --stdio")
+
+
+def _tool_result(body: dict[str, Any], *, failed: bool) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=json.dumps(body, sort_keys=True))],
+                          structured_content=body, is_error=failed)
+
+
+def _elicits(ctx: Any) -> bool:
+    """Whether the client declared the elicitation capability (per request on 2026-07-28)."""
+    session = getattr(ctx, "session", None)
+    check = getattr(session, "check_client_capability", None)
+    return bool(check and check(ClientCapabilities(elicitation=ElicitationCapability())))
+
+
+def _approval_question(result: CallResult) -> ElicitRequestFormParams:
+    """The question put to the client: wait for the approval, or take the answer now."""
+    seconds = int(approval_wait_seconds())
+    return ElicitRequestFormParams(
+        message=(f"Approval is required: a human must approve call {result.call_id} of run {result.run_id} in the "
+                 f"dashboard ({result.approval_url}). Accept to wait up to {seconds} seconds for that approval and "
+                 "get the receipt; decline to get the waiting_for_approval result now. Accepting approves nothing."),
+        requested_schema={"type": "object", "properties": {}})
+
+
+async def _ask_back(ctx: Any, result: CallResult) -> ElicitResult | None:
+    """Ask over the back channel (protocols before 2026-07-28); None when there is none."""
+    question = _approval_question(result)
+    try:
+        return await ctx.session.elicit_form(question.message, question.requested_schema,
+                                             related_request_id=getattr(ctx, "request_id", None))
+    except NoBackChannelError:
+        return None  # a stateless transport cannot ask: the client gets today's answer
+
+
+async def _wait_then_repeat(result: CallResult, submit: Any) -> CallResult:
+    """Poll the run row until the approval is settled or the wait ends; then repeat the same call
+    id once (granted: it executes once). Still waiting: the waiting result, saying so.
+
+    Raises:
+        RatchetError: from the repeated call (the token revoked meanwhile, the run stopped, ...).
+    """
+    seconds, poll = approval_wait_seconds(), approval_poll_seconds()
+    generation = await _in_thread(lambda: approval_generation(run_id=result.run_id))
+    with anyio.move_on_after(seconds):
+        while not await _in_thread(lambda: approval_settled(run_id=result.run_id, generation=generation)):
+            await anyio.sleep(poll)
+    repeated: CallResult = await _in_thread(submit)
+    if repeated.status == "waiting_for_approval":
+        return repeated.model_copy(update={"detail": (
+            f"no approval within {int(seconds)} seconds; a human must approve this write in the dashboard, "
+            "then repeat the same call id and it executes once")})
+    return repeated

@@ -2,7 +2,9 @@
 
 Everything comes from the run row and the committed, verified checkpoint (``checkpoint_verify``):
 the call ids, their keys and the receipts in the ledger, exactly what the dashboard shows. Each
-read needs a token for the run and counts against its rate limit; nothing here changes the run.
+read needs a token for the run and counts against its rate limit (``admitted``: a token row the
+request already authorised and counted, see ``runtime.gateway.tokens.token_request_admit``);
+nothing here changes the run.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from runtime.gateway.tools import call_id_check, run_spec, run_tools
 from runtime.models import GatewayToken, Run
 
 
-def _authorised(*, run_id: str, token: str | None) -> tuple[GatewayToken, Run]:
-    return token_admit(token=token, run_id=run_id)
+def _authorised(*, run_id: str, token: str | None, admitted: GatewayToken | None) -> tuple[GatewayToken, Run]:
+    return token_admit(token=token, run_id=run_id, admitted=admitted)
 
 
-def run_status(*, run_id: str, token: str | None) -> dict[str, Any]:
+def run_status(*, run_id: str, token: str | None = None, admitted: GatewayToken | None = None) -> dict[str, Any]:
     """``{"run_id", "tenant_id", "phase", "stop_reason", "generation", "dashboard_url", "tools"}``.
 
     ``tools`` lists ``{"name", "description", "input_schema"}`` the token may call.
@@ -31,7 +33,7 @@ def run_status(*, run_id: str, token: str | None) -> dict[str, Any]:
     Raises:
         GatewayTokenError / GatewayScopeError / GatewayRateLimitedError.
     """
-    row, run = _authorised(run_id=run_id, token=token)
+    row, run = _authorised(run_id=run_id, token=token, admitted=admitted)
     spec = run_spec(stored=run.spec["task"])
     tools = [t.__dict__ for t in run_tools(spec=spec, token_actions=row.actions)]
     return {"run_id": run.run_id, "tenant_id": run.tenant_id, "phase": run.phase,
@@ -44,14 +46,15 @@ def _calls(state: Any) -> dict[str, dict[str, Any]]:
     return calls if isinstance(calls, dict) else {}
 
 
-def receipts_list(*, run_id: str, token: str | None) -> list[dict[str, Any]]:
+def receipts_list(*, run_id: str, token: str | None = None,
+                  admitted: GatewayToken | None = None) -> list[dict[str, Any]]:
     """Every executed write of the run, oldest first, with the call id that caused it (or None).
 
     Raises:
         GatewayTokenError / GatewayScopeError / GatewayRateLimitedError; CheckpointError
         subclasses when the committed checkpoint does not verify.
     """
-    _authorised(run_id=run_id, token=token)
+    _authorised(run_id=run_id, token=token, admitted=admitted)
     state = checkpoint_verify(run_id=run_id).state
     by_key = {derive_key(run_id=run_id, cursor=int(r["cursor"]), replan_epoch=int(r["epoch"])): call_id
               for call_id, r in _calls(state).items()}
@@ -61,7 +64,8 @@ def receipts_list(*, run_id: str, token: str | None) -> list[dict[str, Any]]:
             for w in state_ledger(state).executed_writes()]
 
 
-def call_get(*, run_id: str, call_id: str, token: str | None) -> dict[str, Any]:
+def call_get(*, run_id: str, call_id: str, token: str | None = None,
+             admitted: GatewayToken | None = None) -> dict[str, Any]:
     """One recorded call: ``{"call_id", "idempotency_key", "status", "receipt"}``.
 
     ``status`` is ``"executed"`` (receipt given), ``"pending"`` (recorded, not yet executed:
@@ -71,7 +75,7 @@ def call_get(*, run_id: str, call_id: str, token: str | None) -> dict[str, Any]:
         GatewayInputError: a malformed call id; as :func:`receipts_list`.
     """
     call_id = call_id_check(call_id)
-    _authorised(run_id=run_id, token=token)
+    _authorised(run_id=run_id, token=token, admitted=admitted)
     state = checkpoint_verify(run_id=run_id).state
     record = _calls(state).get(call_id)
     if record is None:

@@ -27,6 +27,7 @@ from runtime.errors import (
     GatewayRateLimitedError,
     GatewayScopeError,
     GatewayTokenError,
+    GatewayTokenMissingError,
     GatewayTokenScopeInvalidError,
     RunNotFoundError,
 )
@@ -123,21 +124,35 @@ def token_authorise(*, token: str | None, run_id: str | None = None, action_kind
     """The live token row for ``token``, checked against ``run_id`` and ``action_kind``.
 
     Raises:
-        GatewayTokenError: missing, malformed, unknown or revoked (all alike: nothing to probe).
+        GatewayTokenMissingError: no token was sent at all.
+        GatewayTokenError: malformed, unknown or revoked (all alike: nothing to probe).
         GatewayScopeError: the token is for another run, or does not cover ``action_kind``.
     """
-    if not token or not token.startswith(PREFIX) or token.count("_") < 2:
-        raise GatewayTokenError()
+    _well_formed(token)
     row = GatewayToken.objects.filter(token_id=token[len(PREFIX):].partition("_")[0]).select_related("run").first()
     _check(row, token, run_id, action_kind)
     return row
 
 
+def _well_formed(token: str | None) -> None:
+    """Refuse a missing token with its own error (the caller forgot the header) and a malformed
+    one exactly like an unknown one (nothing to probe)."""
+    if not token:
+        raise GatewayTokenMissingError()
+    if not token.startswith(PREFIX) or token.count("_") < 2:
+        raise GatewayTokenError()
+
+
 def _check(row: GatewayToken | None, token: str, run_id: str | None, action_kind: str | None) -> Run | None:
-    """The run ``run_id`` names when the token covers it (None without ``run_id``)."""
+    """The run ``run_id`` names when the token is live and covers it (None without ``run_id``)."""
     secret = token[len(PREFIX):].partition("_")[2]
     if row is None or row.revoked_at is not None or not hmac.compare_digest(row.secret_digest, _digest(secret)):
         raise GatewayTokenError()
+    return _scope(row, run_id, action_kind)
+
+
+def _scope(row: GatewayToken, run_id: str | None, action_kind: str | None) -> Run | None:
+    """The run ``run_id`` names when the authorised ``row`` covers it (None without ``run_id``)."""
     run: Run | None = None
     if row.run_id is not None:
         run = row.run
@@ -167,27 +182,52 @@ def token_rate_check(*, row: GatewayToken) -> None:
         _count(GatewayToken.objects.select_for_update().get(token_id=row.token_id))
 
 
-def token_admit(*, token: str | None, run_id: str, action_kind: str | None = None) -> tuple[GatewayToken, Run]:
+def token_admit(*, token: str | None = None, run_id: str, action_kind: str | None = None,
+                admitted: GatewayToken | None = None) -> tuple[GatewayToken, Run]:
     """:func:`token_authorise` and :func:`token_rate_check` in one short transaction.
 
     One read of the token row, under the row lock that counts the call (DESIGN.md section 5.12):
     a call costs the gateway one statement and one transaction fewer than the two services apart.
+    A request the JSON API or the MCP server already admitted (:func:`token_request_admit`)
+    passes its row as ``admitted``: the token is then neither read nor counted again, only the
+    run scope is checked on that row.
 
     Returns:
         ``(token row, the run)``: the run ``run_id`` names, in the token's scope.
 
     Raises:
-        GatewayTokenError / GatewayScopeError: as :func:`token_authorise` (nothing is counted).
+        GatewayTokenMissingError / GatewayTokenError / GatewayScopeError: as
+            :func:`token_authorise` (nothing is counted).
         GatewayRateLimitedError: as :func:`token_rate_check`.
     """
-    if not token or not token.startswith(PREFIX) or token.count("_") < 2:
-        raise GatewayTokenError()
+    if admitted is not None:
+        return admitted, _scope(admitted, run_id, action_kind)  # type: ignore[return-value]
+    _well_formed(token)
     with transaction.atomic():
         row = GatewayToken.objects.select_for_update(of=("self",)).filter(
-            token_id=token[len(PREFIX):].partition("_")[0]).select_related("run").first()
-        run = _check(row, token, run_id, action_kind)
-        _count(row)
+            token_id=token[len(PREFIX):].partition("_")[0]).select_related("run").first()  # type: ignore[index]
+        run = _check(row, token, run_id, action_kind)  # type: ignore[arg-type]
+        _count(row)  # type: ignore[arg-type]  # _check refused a missing row
     return row, run  # type: ignore[return-value]  # _check returns the run when run_id is given
+
+
+def token_request_admit(*, token: str | None) -> GatewayToken:
+    """Authorise ``token`` and count one request against its rate limit: one read, one transaction.
+
+    The JSON API's bearer check and the MCP server call this once per request and hand the row
+    to the services (``admitted=``), so a request reads the token row once (DESIGN.md section 5.12).
+
+    Raises:
+        GatewayTokenMissingError / GatewayTokenError: as :func:`token_authorise`.
+        GatewayRateLimitedError: as :func:`token_rate_check`.
+    """
+    _well_formed(token)
+    with transaction.atomic():
+        row = GatewayToken.objects.select_for_update(of=("self",)).filter(
+            token_id=token[len(PREFIX):].partition("_")[0]).select_related("run").first()  # type: ignore[index]
+        _check(row, token, None, None)  # type: ignore[arg-type]
+        _count(row)  # type: ignore[arg-type]
+    return row  # type: ignore[return-value]
 
 
 def _count(locked: GatewayToken) -> None:

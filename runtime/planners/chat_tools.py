@@ -64,6 +64,7 @@ class ChatToolsPlanner:
 
     kind = "chat-tools"
     Options = ChatToolsOptions
+    offers_adapter_actions = True  # a spec whose policy allows none is refused (runtime.taskspec.offered_actions)
 
     def __init__(self, *, options: ChatToolsOptions, context: PlannerContext | None = None,
                  get_blob: GetBlob | None = None, trace: Trace | None = None, ask: Ask | None = None,
@@ -125,7 +126,9 @@ class ChatToolsPlanner:
             ModelPinMismatchError: the pinned model, prompt or tool schema differs (fail closed).
             PlannerStateError / ModelReplyMissingError: the state or a recorded reply is unusable.
             ModelBudgetExhaustedError: a chat-tools budget is used up; the model was not asked.
-            ModelReplyError subclasses: the last attempt's error after ``max_attempts``.
+            ModelReplyError subclasses: the last attempt's error after ``max_attempts``, with the
+                model's ``base_url`` in its context; the engine then freezes the run for review
+                (DESIGN.md section 6.7: an unreachable model is not retried without a human).
         """
         check_cursor(cursor)
         if planner_state.get("kind") != self.kind:
@@ -205,7 +208,10 @@ class ChatToolsPlanner:
             return PlannerStep(proposal=proposal, state=new_state)
         if error is None:  # max_attempts >= 1, so the loop ran; kept so a broken option fails loudly
             raise PlannerError("the chat-tools planner made no attempt", cursor=cursor)
-        raise type(error)(f"{error.message} (after {attempt} attempt(s))", **error.context)
+        # The engine freezes the run on this error; its hint says what a human does then, and the
+        # model's address tells them which server to start (a transient error is not retried forever).
+        raise type(error)(f"{error.message} (after {attempt} attempt(s))",
+                          **{**error.context, "base_url": endpoint.base_url})
 
     def _pause(self, exc: ModelReplyError, attempt: int) -> float:
         o = self._options

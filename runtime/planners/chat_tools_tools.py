@@ -29,6 +29,7 @@ from runtime.core.checkpoint import Action, Risk
 from runtime.errors import PlannerError, ToolArgumentsError, UnknownToolError
 from runtime.planners.base import Done, PutBlob
 from runtime.plugins import ADAPTERS, plugin_load
+from runtime.taskspec.offered_actions import FILE_ADAPTER_ACTIONS
 
 FINISH = "finish"
 MAX_CONTENT_CHARS = 1_000_000
@@ -61,9 +62,9 @@ class FinishArgs(_Args):
 ACTION_ARGS: dict[str, type[_Args]] = {"write_file": WriteFileArgs, "delete_file": DeleteFileArgs}
 """Every action kind this planner can express, with its argument model."""
 
-ADAPTER_ACTIONS: dict[str, tuple[str, ...]] = {"workspace": ("write_file", "delete_file"),
-                                               "git": ("write_file", "delete_file")}
-"""The actions each adapter declares (``runtime/adapters/actions.py``: ``write_file``/``delete_file``)."""
+ADAPTER_ACTIONS: dict[str, tuple[str, ...]] = FILE_ADAPTER_ACTIONS
+"""The actions each file adapter accepts (``runtime.taskspec.offered_actions``, which also checks a
+task spec against them when its run is created)."""
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,7 @@ class ExternalPlanner:
 
     kind = "external"
     Options = ExternalPlannerOptions
+    offers_adapter_actions = True  # a spec whose policy allows none is refused (runtime.taskspec.offered_actions)
 
     def __init__(self, *, options: ExternalPlannerOptions, context: PlannerContext | None = None) -> None:
         self.options = options

@@ -49,6 +49,7 @@ from typing import Any
 from runtime.core.nesting import MAX_NESTING_DEPTH
 from runtime.errors import TaskSpecError
 from runtime.taskspec.models import TaskSpec, validate_task_spec
+from runtime.taskspec.offered_actions import offered_actions_check
 
 SHIPPED_TASKS_DIR = Path(__file__).resolve().parents[1] / "task_specs"
 """Where the example task files shipped with the runtime live (``replay_history.toml``, ...)."""
@@ -83,7 +84,9 @@ def load_task_spec(path: str | Path) -> TaskSpec:
             (DESIGN.md section 2.2), names a file path the adapter would refuse, or fails
             validation (message names every bad field by TOML path and the file name),
             plug-in options included; ``PluginNotFoundError`` / ``PluginLoadError`` (both
-            ``TaskSpecError``) when a named plug-in is not installed or cannot be imported.
+            ``TaskSpecError``) when a named plug-in is not installed or cannot be imported;
+            ``PolicyActionsError`` (a ``TaskSpecError``) when a planner that offers the
+            adapter's actions (chat-tools, external) would offer none of them.
     """
     path = Path(path)
     name = path.name
@@ -104,4 +107,8 @@ def load_task_spec(path: str | Path) -> TaskSpec:
         raise TaskSpecError(f"task spec {name} nests more than {MAX_NESTING_DEPTH} levels deep",
                             file=name) from None
     _absolutise(raw, path.absolute().parent)
-    return validate_task_spec(raw, source=f"task spec {name}", file=name)
+    spec = validate_task_spec(raw, source=f"task spec {name}", file=name)
+    # Only here, where runs are created: a stored spec is not re-checked, so a run made before
+    # this check stays readable (its status calls keep their own error).
+    offered_actions_check(spec, source=f"task spec {name}", file=name)
+    return spec

@@ -2,8 +2,8 @@
 
 Usage: ``python -m tests.engine.child_slow_call RUN_ID WORKER TTL_SECONDS CALL_SECONDS MARKER_DIR``. The
 workspace adapter's ``execute`` touches ``MARKER_DIR/calling``, sleeps ``CALL_SECONDS`` (a slow
-API or model call; ``go``: until ``MARKER_DIR/go`` exists) and then writes as usual. Prints one JSON line: the step report, or
-``{"outcome": "error", "error": ClassName}`` for a typed runtime error.
+API or model call; ``go``: until ``MARKER_DIR/go`` exists) and then writes as usual. Prints one JSON
+line: the step report, or ``{"outcome": "error", "error": ClassName}`` for a typed runtime error.
 """
 
 from __future__ import annotations

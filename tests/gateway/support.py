@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from runtime.adapters.factory import open_adapter
+from tests.helpers.procs import MANAGE, ROOT, child_env
 
 EXTERNAL_ENTRY = "runtime.planners.external:ExternalPlanner"
 """The external planner by dotted path (works before ``pip install -e .`` registers ``external``)."""
@@ -44,3 +49,35 @@ def effects_by_key(workspace: Path) -> dict[str, int]:
     for receipt in open_adapter("workspace", workspace).receipts():
         counts[receipt.idempotency_key] = counts.get(receipt.idempotency_key, 0) + 1
     return counts
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def gateway_start(port: int, **env: str) -> subprocess.Popen[str]:
+    """``manage.py gateway --port PORT`` on the test database, once it accepts connections; the lease
+    is 1 s (a killed gateway's run is taken over quickly) unless ``env`` names another."""
+    proc = subprocess.Popen([sys.executable, str(MANAGE), "gateway", "--port", str(port)], cwd=ROOT, text=True,
+                            env=child_env(**{"RATCHET_LEASE_SECONDS": "1", **env}),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 90  # a loaded machine imports Django slowly
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        if proc.poll() is not None:
+            raise AssertionError(f"gateway exited: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("gateway did not start")
+
+
+def gateway_stop(proc: subprocess.Popen[str]) -> None:
+    """Kill our own gateway child (by its handle) and collect it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=30)

@@ -148,3 +148,25 @@ def test_an_agent_token_lists_and_drives_its_tenants_runs_only(client, gw, tmp_p
     refused = post(client, theirs, NOTE, issued.token)
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "token_scope"
     assert issued.token not in refused.content.decode()
+
+
+def test_a_request_without_a_token_is_told_to_send_one(client, gw):
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Basic abc"}, {"HTTP_AUTHORIZATION": "Bearer "}):
+        response = client.post(f"/api/v1/runs/{gw.run_id}/calls", data=json.dumps(NOTE),
+                               content_type="application/json", **headers)
+        error = response.json()["error"]
+        assert response.status_code == 401 and error["code"] == "token_missing", headers
+        assert error["message"] == "no token: send Authorization: Bearer <gateway token>"
+    unknown = post(client, gw.run_id, NOTE, "rgw_0000_not-a-secret")
+    assert unknown.status_code == 401 and unknown.json()["error"]["code"] == "token_invalid"
+    assert gw.effects() == {}
+
+
+def test_the_openapi_description_gives_the_call_results_fields(client):
+    spec = client.get("/api/v1/openapi.json").json()
+    ok = spec["paths"]["/api/v1/runs/{run_id}/calls"]["post"]["responses"]["200"]["content"]["application/json"]
+    name = ok["schema"]["$ref"].rsplit("/", 1)[1]
+    result = spec["components"]["schemas"][name]
+    assert result["properties"]["status"]["enum"] == ["executed", "waiting_for_approval", "finished"]
+    assert {"receipt", "idempotency_key", "approval_url", "repeated"} <= set(result["properties"])
+    assert "repeating it never repeats the effect" in result["properties"]["call_id"]["description"]

@@ -12,7 +12,6 @@ in the PostgreSQL pass (``DATABASE_URL=postgres://...``).
 from __future__ import annotations
 
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,8 @@ import pytest
 from runtime.checkpoints import checkpoint_verify
 from runtime.core.idempotency import derive_key
 from runtime.models import TraceEvent
-from tests.helpers.procs import MANAGE, ROOT, child_env, events
+from tests.gateway.support import free_port, gateway_start, gateway_stop
+from tests.helpers.procs import ROOT, child_env, events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,38 +30,10 @@ CLIENT = ROOT / "tests" / "gateway_clients" / "mcp_agent.py"
 CALLS = 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_gateway(port: int, **env: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, str(MANAGE), "gateway", "--port", str(port)], cwd=ROOT, text=True,
-                            env=child_env(RATCHET_LEASE_SECONDS="1", **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc
-        if proc.poll() is not None:
-            raise AssertionError(f"gateway exited: {proc.stderr.read()}")
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("gateway did not start")
-
-
 def _client(port: int, token: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(CLIENT), "--url", f"http://127.0.0.1:{port}/mcp",
                            "--calls", str(CALLS)], cwd=ROOT, text=True, capture_output=True, timeout=120,
                           env=child_env(RATCHET_GATEWAY_TOKEN=token))
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.kill()  # our own child, by its handle
-    proc.communicate(timeout=30)
 
 
 ADAPTER_POINTS = ("workspace.after_prepare:2", "workspace.before_rename:2", "workspace.after_write:2")
@@ -86,19 +58,19 @@ def test_it_has_one_effect_per_call_id_after_the_gateway_is_killed_mid_call_on_p
 
 
 def _killed_mid_call_story(gw, point: str) -> None:
-    port = _free_port()
-    doomed = _start_gateway(port, RATCHET_CRASH_AT=point)
+    port = free_port()
+    doomed = gateway_start(port, RATCHET_CRASH_AT=point)
     first = _client(port, gw.token)
     doomed.wait(timeout=60)
     assert doomed.returncode == -9, doomed.stderr.read()
     assert first.returncode != 0  # the client died with its gateway
-    _stop(doomed)
-    port = _free_port()
-    gateway = _start_gateway(port)
+    gateway_stop(doomed)
+    port = free_port()
+    gateway = gateway_start(port)
     try:
         second = _client(port, gw.token)
     finally:
-        _stop(gateway)
+        gateway_stop(gateway)
     assert second.returncode == 0, second.stderr
     assert events(second.stdout)[-1] == {"outcome": "done", "executed": CALLS}
     state = checkpoint_verify(run_id=gw.run_id).state
@@ -123,20 +95,20 @@ def _killed_mid_call_story(gw, point: str) -> None:
 def test_it_has_one_effect_per_call_id_when_both_are_killed_at_random_moments(gw):
     rng = random.Random(12)  # a fixed seed: the same moments on every run
     for _ in range(4):
-        port = _free_port()
-        gateway = _start_gateway(port)
+        port = free_port()
+        gateway = gateway_start(port)
         client = subprocess.Popen([sys.executable, str(CLIENT), "--url", f"http://127.0.0.1:{port}/mcp",
                                    "--calls", str(CALLS)], cwd=ROOT, text=True, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=child_env(RATCHET_GATEWAY_TOKEN=gw.token))
         time.sleep(rng.uniform(0.5, 3.0))
         for proc in (gateway, client):
-            _stop(proc)
-    port = _free_port()
-    gateway = _start_gateway(port)
+            gateway_stop(proc)
+    port = free_port()
+    gateway = gateway_start(port)
     try:
         final = _client(port, gw.token)
     finally:
-        _stop(gateway)
+        gateway_stop(gateway)
     assert final.returncode == 0, final.stderr
     state = checkpoint_verify(run_id=gw.run_id).state
     calls = state.planner_state["calls"]

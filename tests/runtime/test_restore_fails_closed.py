@@ -10,7 +10,7 @@ import json
 import random
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from runtime.checkpoint_checks import checkpoint_restore_offered
 from runtime.checkpoints import checkpoint_commit, checkpoint_restore
@@ -31,6 +31,7 @@ from runtime.errors import (
 )
 from runtime.keys import keyring_for
 from runtime.models import Checkpoint, HighWaterMark
+from runtime.routers import hwm_alias
 from tests.factories import scenario_fingerprint
 from tests.helpers.keys import make_test_key
 from tests.helpers.procs import child_env, run_worker
@@ -195,7 +196,7 @@ def test_a_missing_hwm_row_fails_closed(start_run):
 
 
 def _rename_hwm_table(old: str, new: str) -> None:
-    with connection.cursor() as cursor:
+    with connections[hwm_alias()].cursor() as cursor:  # the mark's own database (section 4.2)
         cursor.execute(f"ALTER TABLE {old} RENAME TO {new}")
 
 

@@ -1,8 +1,10 @@
 """``manage.py admission``: show the admission gate, or re-open a scope (DESIGN.md section 8.3).
 
-``admission status [TENANT TASK]`` prints the window metrics of one scope, or every closed one;
+``admission status [TENANT [TASK]]`` prints the window metrics and state of one scope, of every
+known scope of a tenant, or of every known scope (``runtime.admission.admission_scopes``);
 ``admission reopen TENANT TASK --by NAME --reason TEXT`` records a decision signed with the
-reviewer trust root. Exit 1 from ``status`` when the scope (or any scope) is closed.
+reviewer trust root. Exit 1 from ``status`` when a scope shown is closed and from ``reopen`` when
+it cannot sign; exit 2 for a scope nothing names (``AdmissionScopeUnknownError``, a misspelling).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.admission import admission_closed_scopes, admission_reopen, admission_state
-from runtime.errors import RatchetError
+from runtime.admission import admission_reopen, admission_scopes, admission_state
+from runtime.errors import AdmissionScopeUnknownError, RatchetError
 
 
 class Command(BaseCommand):
@@ -21,7 +23,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
-        status = sub.add_parser("status", help="window metrics of a scope, or every closed scope")
+        status = sub.add_parser("status", help="window metrics of a scope, of a tenant's scopes, or of every scope")
         status.add_argument("tenant", nargs="?")
         status.add_argument("task", nargs="?")
         status.add_argument("--json", action="store_true")
@@ -36,6 +38,8 @@ class Command(BaseCommand):
             try:
                 decision = admission_reopen(tenant_id=options["tenant"], task_id=options["task"],
                                             decided_by=options["by"], reason=options["reason"])
+            except AdmissionScopeUnknownError as exc:
+                raise CommandError(f"{type(exc).__name__}: {exc}", returncode=2) from None
             except (RatchetError, ValueError) as exc:
                 raise CommandError(str(exc), returncode=1) from None
             self.stdout.write(f"admission re-opened for {decision.tenant_id}/{decision.task_id} by "
@@ -44,7 +48,9 @@ class Command(BaseCommand):
         if options["tenant"] and options["task"]:
             states = [admission_state(tenant_id=options["tenant"], task_id=options["task"])]
         else:
-            states = admission_closed_scopes()
+            states = [admission_state(tenant_id=t, task_id=k) for t, k in admission_scopes(tenant_id=options["tenant"])]
+        if not states and not options["json"]:
+            self.stdout.write("no scope has runs, metric counters, threshold overrides or decisions yet")
         if options["json"]:
             self.stdout.write(json.dumps([s.as_dict() for s in states], default=str, sort_keys=True))
         for state in states if not options["json"] else []:

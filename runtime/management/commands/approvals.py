@@ -1,14 +1,23 @@
-"""``manage.py approvals``: list, approve, refresh and deny pending approvals headless."""
+"""``manage.py approvals``: list, approve, refresh and deny pending approvals headless.
+
+Approving, refreshing or denying first asks the run's adapter whether the pending write already
+happened, so this shell needs what the adapter reads (an HTTP service's bearer token in the
+variable the spec names). When the adapter cannot be read from here nothing is decided and the
+run keeps waiting: the error says so and names what is missing (DESIGN.md section 6.2).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.approvals import approval_deny, approval_grant, approval_refresh, approvals_waiting
-from runtime.errors import RatchetError
+from runtime.demo.services import STATE_FILE, TOKEN_ENV
+from runtime.errors import AdapterError, HttpCredentialExpiredError, RatchetError
+from runtime.management.cli_numbers import seconds
 
 
 class Command(BaseCommand):
@@ -23,7 +32,7 @@ class Command(BaseCommand):
             p.add_argument("--approver", required=True, help="who approves (lands in the evidence)")
             p.add_argument("--fingerprint", required=True,
                            help="the environment fingerprint you reviewed (from `approvals list`)")
-            p.add_argument("--ttl", type=float, default=None,
+            p.add_argument("--ttl", type=seconds(allow_zero=False, name="approval validity"), default=None,
                            help="validity in seconds (at most RATCHET_APPROVAL_MAX_SECONDS)")
         deny = sub.add_parser("deny")
         deny.add_argument("run_id")
@@ -44,8 +53,33 @@ class Command(BaseCommand):
                 call = approval_grant if action == "approve" else approval_refresh
                 outcome = call(run_id=options["run_id"], approver=options["approver"],
                                environment_fingerprint=options["fingerprint"], ttl_seconds=options["ttl"])
+        except AdapterError as exc:
+            raise CommandError(adapter_blocked(run_id=options["run_id"], action=action, error=exc)) from None
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{outcome.outcome}: run {outcome.run_id} is now {outcome.phase}"
                           + (f" (approval {outcome.approval_id} until {outcome.expires_at:%Y-%m-%dT%H:%M:%SZ})"
                              if outcome.approval_id and outcome.expires_at else ""))
+
+
+def adapter_blocked(*, run_id: str, action: str, error: AdapterError) -> str:
+    """The message when the run's adapter could not be read from this process: the run still waits.
+
+    The adapter error's own hint speaks of a run the engine froze, which this run is not; so the
+    message is built from its text and context (never a credential's value) and says what to set.
+    """
+    done = {"approve": "approved", "refresh": "refreshed", "deny": "denied"}.get(action, "decided")
+    head = (f"nothing was {done}: run {run_id} is still awaiting approval and nothing was written. The run's "
+            f"adapter could not check the pending write from this shell ({type(error).__name__}: {error.message}).")
+    variable = error.context.get("variable")
+    if isinstance(error, HttpCredentialExpiredError) and variable:
+        demo = f" (for `manage.py demo` runs: the \"token\" entry of {settings.VAR_DIR}/demo/{STATE_FILE})" \
+            if variable == TOKEN_ENV else ""
+        return (f"{head} This shell has no {variable}: set it to the service's bearer token{demo} and run the "
+                "command again, or decide on the dashboard, whose server process has it.")
+    if isinstance(error, HttpCredentialExpiredError):
+        return (f"{head} The service refused the credential this shell holds: set the current one in the "
+                "variable the task spec names (environment.options.credential_env) and run the command again.")
+    if error.retryable:
+        return f"{head} The service may be down or busy: run the command again once it answers."
+    return f"{head} Fix the cause named above and run the command again."

@@ -50,7 +50,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  one gateway call       {report['per_call']['statements']} statements, "
                               f"{report['per_call']['transactions']} committed transactions")
         for t in report["throughput"]:
+            errors = " errors: " + ",".join(t["errors"]) if t["errors"] else ""
             self.stdout.write(f"  {t['clients']:>3} clients: {t['calls_per_second']} calls/s "
-                              f"({t['calls']} calls in {t['seconds']} s){' errors: ' + ','.join(t['errors']) if t['errors'] else ''}")
+                              f"({t['calls']} calls in {t['seconds']} s){errors}")
         if options["json_file"]:
             Path(options["json_file"]).write_text(json.dumps(report, indent=2), encoding="utf-8")

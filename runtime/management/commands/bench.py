@@ -27,6 +27,7 @@ from runtime.bench.measure import bench_run
 from runtime.bench.scratch import scratch_require
 from runtime.bench.sizes import SECTIONS, BenchSizes
 from runtime.errors import RatchetError
+from runtime.management.cli_numbers import count, seconds
 
 
 class Command(BaseCommand):
@@ -41,9 +42,9 @@ class Command(BaseCommand):
                             help="small sizes (5 commits, 2 repeats, 20 samples): a smoke run")
         parser.add_argument("--json", dest="json_file", default=None, metavar="FILE",
                             help="also write the full report as JSON to FILE")
-        parser.add_argument("--repeat", type=int, default=None, metavar="N",
+        parser.add_argument("--repeat", type=count(minimum=1), default=None, metavar="N",
                             help="repetitions of whole-run measurements (default 5; --quick 2)")
-        parser.add_argument("--commits", type=int, default=None, metavar="N",
+        parser.add_argument("--commits", type=count(minimum=1), default=None, metavar="N",
                             help="commits of the replayed history (default 300; --quick 5)")
         parser.add_argument("--markdown", dest="markdown_file", default=None, metavar="FILE",
                             help="also write the Markdown report to FILE")
@@ -53,11 +54,11 @@ class Command(BaseCommand):
         parser.add_argument("--history", default=None, metavar="REPO",
                             help="replay the last --commits first-parent commits of this git "
                                  "repository instead of a generated history")
-        parser.add_argument("--orphans", type=int, default=None, metavar="N",
+        parser.add_argument("--orphans", type=count(minimum=1), default=None, metavar="N",
                             help="orphaned runs resumed by the Celery worker (default 1000; --quick 6)")
-        parser.add_argument("--long-run-steps", type=int, default=None, metavar="N",
+        parser.add_argument("--long-run-steps", type=count(minimum=1), default=None, metavar="N",
                             help="steps of the worker-memory run (default 10000; --quick 40)")
-        parser.add_argument("--long-run-seconds", type=float, default=None, metavar="S",
+        parser.add_argument("--long-run-seconds", type=seconds(allow_zero=False), default=None, metavar="S",
                             help="wall-clock budget of that run; it stops early and says so "
                                  "(default 900; --quick 120)")
         # Internal: set by the parent when it re-executes itself against the scratch database.

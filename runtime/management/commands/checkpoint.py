@@ -22,6 +22,7 @@ from runtime.approval_checks import evidence_findings
 from runtime.checkpoint_reports import CheckpointReport, checkpoint_inspect
 from runtime.checkpoints import checkpoint_hwm, checkpoint_verify
 from runtime.errors import RatchetError
+from runtime.management.cli_numbers import count
 
 
 class Command(BaseCommand):
@@ -35,7 +36,7 @@ class Command(BaseCommand):
         show = sub.add_parser("show", help="print a stored checkpoint envelope and its status")
         show.add_argument("run_id")
         show.add_argument(
-            "--generation", type=int, default=None, help="show this generation's rows"
+            "--generation", type=count(minimum=1), default=None, help="show this generation's rows"
         )
         verify = sub.add_parser("verify", help="verify the committed checkpoint (exit 0 if valid)")
         verify.add_argument("run_id")

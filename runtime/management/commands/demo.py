@@ -37,6 +37,7 @@ from runtime.demo.reset import demo_reset
 from runtime.demo.seeding import demo_scenarios, demo_seed
 from runtime.demo.services import DemoServices
 from runtime.errors import DemoLaunchError, RatchetError
+from runtime.management.cli_numbers import count, port
 
 
 class Command(BaseCommand):
@@ -46,7 +47,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", type=int, default=8000, help="web port on 127.0.0.1")
+        parser.add_argument("--port", type=port, default=8000, help="web port on 127.0.0.1")
         parser.add_argument(
             "--seed-only", action="store_true", help="seed and print the logins, start no servers"
         )
@@ -55,7 +56,7 @@ class Command(BaseCommand):
             default=str(settings.BASE_DIR),
             help="git repository whose history is replayed (default: this one)",
         )
-        parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+        parser.add_argument("--concurrency", type=count(minimum=1), default=2, help="worker processes")
         parser.add_argument(
             "--reset", action="store_true",
             help="delete the runs and var/demo an earlier demo seeded (nothing else), then seed again",

@@ -42,6 +42,7 @@ class Command(BaseCommand):
             else:
                 for row in tokens_for_run(run_id=ident):
                     state = "revoked" if row.revoked_at else "live"
-                    self.stdout.write(f"{row.token_id}  {state:8}  {row.agent or '-':20}  {','.join(row.actions) or '*'}")
+                    actions = ",".join(row.actions) or "*"
+                    self.stdout.write(f"{row.token_id}  {state:8}  {row.agent or '-':20}  {actions}")
         except RatchetError as exc:
             raise CommandError(str(exc)) from None

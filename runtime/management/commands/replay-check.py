@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
+from runtime.management.cli_numbers import count, fraction, seconds
 from runtime.replay_check.acceptance import replay_check_run
 from runtime.replay_check.chaos import ChildRecord
 from runtime.replay_check.repository import WHOLE_HISTORY
@@ -34,16 +35,18 @@ class Command(BaseCommand):
         parser.add_argument("repo", help="path of the source git repository (read only)")
         parser.add_argument("range", nargs="?", default=WHOLE_HISTORY,
                             help="'whole' (every first-parent commit after the root), 'last:N' or 'A..B'")
-        parser.add_argument("--kills", type=int, default=10, help="external SIGKILLs to deliver (default 10)")
-        parser.add_argument("--seed", type=int, default=1, help="seed of the kill RNG (default 1)")
-        parser.add_argument("--lease-seconds", type=float, default=5.0,
+        parser.add_argument("--kills", type=count(minimum=0), default=10,
+                            help="external SIGKILLs to deliver (default 10)")
+        parser.add_argument("--seed", type=count(minimum=0), default=1,
+                            help="seed of the kill RNG, 0 or more (default 1)")
+        parser.add_argument("--lease-seconds", type=seconds(allow_zero=False), default=5.0,
                             help="lease time to live of the children, so a takeover after a kill waits seconds, "
                                  "not the default 30 (default 5)")
-        parser.add_argument("--git-share", type=float, default=0.5,
+        parser.add_argument("--git-share", type=fraction, default=0.5,
                             help="share of kills that wait for a git process in the child's group (default 0.5)")
         parser.add_argument("--workdir", default=None,
                             help="directory for the task, target clone and logs (default var/replay-check/<time>)")
-        parser.add_argument("--child-timeout", type=float, default=3600.0,
+        parser.add_argument("--child-timeout", type=seconds(allow_zero=False), default=3600.0,
                             help="seconds after which a hung child is killed (default 3600)")
         parser.add_argument("--no-baseline", action="store_true", help="skip the plain git loop timing")
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")

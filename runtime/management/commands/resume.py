@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from runtime.management.cli_numbers import count, seconds
 from runtime.management.commands.run import announce, drive, print_verdict
 from runtime.orphans import ERROR as ORPHAN_ERROR
 from runtime.orphans import OrphanOutcome, orphans_resume_all, orphans_summary
@@ -26,12 +27,14 @@ class Command(BaseCommand):
                             help="resume every orphaned run (lease expired, or free and untouched for "
                                  "RATCHET_SWEEP_SECONDS) once each, without Celery; one line per run; "
                                  "exit 0 unless a run could not be driven (1)")
-        parser.add_argument("--jobs", type=int, default=1,
+        parser.add_argument("--jobs", type=count(minimum=1), default=1,
                             help="with --all-orphaned: child processes driving runs at once (default 1)")
         parser.add_argument("--worker", default=None, help="worker id (default host:pid)")
-        parser.add_argument("--max-steps", type=int, default=None)
-        parser.add_argument("--wait", type=float, default=0.0,
-                            help="seconds to wait for another worker's lease to expire (default 0)")
+        parser.add_argument("--max-steps", type=count(minimum=1), default=None,
+                            help="stop after N (at least 1) committed steps")
+        parser.add_argument("--wait", type=seconds(allow_zero=True), default=0.0,
+                            help="seconds (finite, 0 or more) to wait for another worker's lease to expire "
+                                 "(default 0)")
         parser.add_argument("--no-progress", action="store_true")
         parser.add_argument("--json", action="store_true",
                             help="print the verdict as one JSON object on stdout (the run id line goes to stderr)")
@@ -51,8 +54,6 @@ def resume_all_orphaned(cmd: BaseCommand, options: dict[str, Any]) -> None:
     """``--all-orphaned``: resume each orphan once (``runtime.orphans``); print a line per run."""
     if options["run_id"] is not None or not options["all_orphaned"]:
         raise CommandError("give either RUN_ID or --all-orphaned", returncode=2)
-    if options["jobs"] < 1:
-        raise CommandError("--jobs must be at least 1", returncode=2)
 
     def line(outcome: OrphanOutcome) -> None:
         tail = f" ({outcome.detail})" if outcome.detail else ""

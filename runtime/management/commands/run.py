@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from runtime.engine import StepReport, run_advance, run_start
 from runtime.errors import RatchetError
+from runtime.management.cli_numbers import count
 from runtime.verdicts import EXIT_CODES_HELP, RunExit, error_verdict, run_verdict
 
 
@@ -24,7 +25,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("task", help="path of the task spec TOML file")
         parser.add_argument("--worker", default=None, help="worker id (default host:pid)")
-        parser.add_argument("--max-steps", type=int, default=None, help="stop after N committed steps")
+        parser.add_argument("--max-steps", type=count(minimum=1), default=None,
+                            help="stop after N (at least 1) committed steps")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
         parser.add_argument("--json", action="store_true",
                             help="print the verdict as one JSON object on stdout (the run id line goes to stderr)")

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
+from runtime.management.cli_numbers import count
 from runtime.models import Run
 from runtime.run_discard import run_find_half_created
 
@@ -18,7 +19,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--phase", default=None)
-        parser.add_argument("--limit", type=int, default=50)
+        parser.add_argument("--limit", type=count(minimum=1), default=50, help="at most N runs (default 50)")
         parser.add_argument("--half-created", action="store_true",
                             help="only runs that died before their first checkpoint (oldest first)")
 

@@ -21,6 +21,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from runtime.management.cli_numbers import count
+
 
 def worker_argv(*, concurrency: int, loglevel: str, pool: str, beat: bool, queues: str,
                 hostname: str | None, broker_url: str) -> list[str]:
@@ -46,7 +48,7 @@ class Command(BaseCommand):
             "`celery -A runtime beat`.")
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=int, default=2,
+        parser.add_argument("--concurrency", type=count(minimum=1), default=2,
                             help="worker processes (default 2)")
         parser.add_argument("--loglevel", default="info")
         parser.add_argument("--pool", default="prefork", choices=["prefork", "solo"])
@@ -64,7 +66,8 @@ class Command(BaseCommand):
 
         queues = options["queues"] or settings.CELERY_TASK_DEFAULT_QUEUE
         if options["combinations"]:
-            combos = [combination_get(combination_id=c.strip()) for c in options["combinations"].split(",") if c.strip()]
+            wanted = [c.strip() for c in options["combinations"].split(",") if c.strip()]
+            combos = [combination_get(combination_id=c) for c in wanted]
             names = [combination_queue(c.combination_id) for c in combos]
             if any(c.state == "active" for c in combos):
                 names.append(settings.CELERY_TASK_DEFAULT_QUEUE)
