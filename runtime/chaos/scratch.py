@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from django.conf import settings
 
+from runtime.bench.scratch import scratch_postgres_url
 from runtime.errors import ChaosSetupError
 
 SCRATCH_ENV = "RATCHET_CHAOS_SCRATCH"
@@ -49,18 +49,6 @@ def _child_env(*, var_dir: Path, url: str, label: str) -> dict[str, str]:
                PYTHONPATH=str(settings.BASE_DIR))
     env[SCRATCH_ENV] = label
     return env
-
-
-def _postgres_url(*, db: Mapping[str, Any], name: str) -> str:
-    """The configured ``DATABASE_URL`` with its database name replaced (query options kept)."""
-    current = os.environ.get("DATABASE_URL", "")
-    if current.startswith(("postgres://", "postgresql://", "pgsql://")):
-        parts = urlsplit(current)
-        return urlunsplit((parts.scheme, parts.netloc, "/" + quote(name), parts.query, ""))
-    auth = quote(str(db.get("USER") or ""), safe="")
-    if db.get("PASSWORD"):
-        auth += ":" + quote(str(db["PASSWORD"]), safe="")
-    return f"postgres://{auth}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{quote(name)}"
 
 
 @contextmanager
@@ -117,7 +105,7 @@ def chaos_scratch_create(*, workdir: Path) -> ChaosScratch:
         except psycopg.Error as exc:
             raise ChaosSetupError(f"cannot create the scratch database ({type(exc).__name__}: {exc}); "
                                   "grant CREATEDB or pass --configured-database", database=name) from None
-        scratch = ChaosScratch(env=_child_env(var_dir=var_dir, url=_postgres_url(db=db, name=name), label=name),
+        scratch = ChaosScratch(env=_child_env(var_dir=var_dir, url=scratch_postgres_url(db=db, name=name), label=name),
                                label=f"PostgreSQL database {name}", postgres_name=name)
     done = subprocess.run([sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "migrate", "--no-input",
                            "-v0"], env=scratch.env, cwd=settings.BASE_DIR, capture_output=True, text=True,
