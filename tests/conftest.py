@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from django.test import TransactionTestCase
 
 from runtime.core.signing import TrustRoot
 from tests.helpers.keys import TestKey, make_test_key
+from tests.helpers.table_emptying import tables_empty
 
 _DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback",
                 "live_server"}
@@ -39,6 +41,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _transactional_tests_empty_their_tables():
+    """A transactional test ends by deleting its rows (``tests/helpers/table_emptying.py``)
+    instead of Django's flush, which truncates and re-creates permissions at ~0.3 s a test."""
+    flush = TransactionTestCase._fixture_teardown
+
+    def teardown(self: TransactionTestCase) -> None:
+        if self.serialized_rollback or self.available_apps is not None:
+            flush(self)
+            return
+        tables_empty(aliases=list(self._databases_names(include_mirrors=False)))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TransactionTestCase, "_fixture_teardown", teardown)
+        yield
 
 
 @pytest.fixture

@@ -21,14 +21,6 @@ import hmac
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from webauthn.helpers import (
-    decode_credential_public_key,
-    decoded_public_key_to_cryptography,
-    parse_authenticator_data,
-    parse_client_data_json,
-)
-from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.verify_signature import verify_signature
 
 from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import PasskeyAssertion, RunState, SignedDecision
@@ -73,6 +65,18 @@ def assertion_problem(evidence: PasskeyAssertion, *, challenge: bytes) -> str | 
     user present and user verified are set; the signature over ``authenticatorData ||
     SHA-256(clientDataJSON)`` verifies under the COSE key (ES256, EdDSA, RS256... as the key says).
     """
+    # Imported here, not at the top: importing ``webauthn`` loads its ASN.1 attestation formats
+    # (~0.3 s), and every worker, resume and gateway process imports this module at start-up
+    # while only a passkey-signed decision needs the package.
+    from webauthn.helpers import (
+        decode_credential_public_key,
+        decoded_public_key_to_cryptography,
+        parse_authenticator_data,
+        parse_client_data_json,
+    )
+    from webauthn.helpers.exceptions import WebAuthnException
+    from webauthn.helpers.verify_signature import verify_signature
+
     try:
         auth_data = b64url_decode(evidence.authenticator_data)
         client_json = b64url_decode(evidence.client_data_json)

@@ -21,7 +21,7 @@ def test_it_only_reconciles_a_write_that_committed_before_the_crash(story):
     # Long enough for a slow machine to start the worker child before it expires; the test then
     # waits out the rest, so the resume below meets an approval that has expired too.
     granted = approval_grant(run_id=story.run_id, approver="olivia",
-                             environment_fingerprint=item.environment_fingerprint, ttl_seconds=20)
+                             environment_fingerprint=item.environment_fingerprint, ttl_seconds=8)
     # A worker executes the approved write and is SIGKILLed before recording anything.
     crashed = run_manage("resume", story.run_id, "--no-progress",
                          env=child_env(RATCHET_CRASH_AT="engine.after_execute", RATCHET_LEASE_SECONDS="1"))

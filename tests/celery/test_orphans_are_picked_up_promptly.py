@@ -47,7 +47,7 @@ def test_it_picks_up_a_killed_workers_run_when_its_lease_expires_without_beat(
     # A lease long enough to outlive the rescuer's start-up: its first sweep finds nothing
     # expired and must schedule the next one for the moment the lease runs out.
     doomed = workers(name="doomed", pool="solo",
-                     env={**NO_BEAT, "RATCHET_LEASE_SECONDS": "20",
+                     env={**NO_BEAT, "RATCHET_LEASE_SECONDS": "14",
                           "RATCHET_CRASH_AT": "engine.after_execute:2"})
     send("ratchet.advance_run", run_id)
     assert doomed.wait_exit(timeout=90) == KILLED

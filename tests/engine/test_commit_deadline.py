@@ -29,7 +29,7 @@ STEPS = [
     {"target": "notes.txt", "content": "low-risk note\n"},
     {"target": "limits.toml", "content": "max_orders = 3\n", "risk": "high"},
 ]
-SLOW_CALL_TTL = 20
+SLOW_CALL_TTL = 8
 """Seconds of validity: long enough for the steps before the call on a loaded machine; the slow
 call then lasts until the database clock has passed the expiry, whatever that takes."""
 LEGACY_ENTRY = 'adapter = "python"\nentry = "tests.engine.legacy_plugin:LegacyWorkspace"'

@@ -125,7 +125,7 @@ def test_it_rate_limits_a_flood_per_token(client, gw, settings, tmp_path):
 def test_no_token_appears_in_errors_logs_or_trace(client, gw, caplog):
     from runtime.models import TraceEvent
 
-    secret = gw.token.rsplit("_", 1)[1]
+    secret = gw.token.split("_", 2)[2]
     post(client, gw.run_id, NOTE, gw.token)
     bad = post(client, gw.run_id, {**NOTE, "tool": "nope"}, gw.token)
     wrong = post(client, gw.run_id, NOTE, gw.token + "x")
