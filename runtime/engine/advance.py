@@ -8,11 +8,13 @@ worker died is a *recovery* and is traced as one (DESIGN.md section 8: recovery 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import DatabaseError
 
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
@@ -22,11 +24,13 @@ from runtime.engine.execute import pending_execute
 from runtime.engine.freeze import run_freeze
 from runtime.engine.propose import write_propose
 from runtime.engine.recover import environment_recover, run_needs_recovery, waiting_reconcile
-from runtime.errors import AdapterError, EngineError, RunNotFoundError
-from runtime.leases import lease_acquire_waiting, lease_release, lease_renew
+from runtime.errors import AdapterError, EngineError, LeaseLostError, RunNotFoundError
+from runtime.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
 from runtime.models import Run
 from runtime.session import RunSession, default_worker_id, session_open
 from runtime.trace import trace_append
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -67,7 +71,8 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
     Raises:
         RunNotFoundError, LeaseHeldError (after ``wait_seconds``), LeaseLostError /
         StaleGenerationError (another worker took over: stop), CheckpointError subclasses
-        (restore failed closed: the run needs a human).
+        (restore failed closed: the run needs a human; the lease is released first, so the
+        next attempt gets the same error rather than ``LeaseHeldError``).
     """
     worker = worker or default_worker_id()
     ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
@@ -94,6 +99,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
             trace_append(run_id=run_id, event_type="recovery.failed",
                          payload={"error": type(exc).__name__, "message": str(exc)[:500],
                                   "duration_seconds": round(time.monotonic() - started, 6)})
+        _lease_give_back(lease)
         raise
     if recovering:
         trace_append(run_id=run_id, event_type="recovery.succeeded",
@@ -112,6 +118,18 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
             on_step(_report(session, recovering))
     lease_release(lease=session.lease)  # traces "lease.released" in the same transaction
     return _report(session, recovering)
+
+
+def _lease_give_back(lease: Lease) -> None:
+    """Release ``lease`` after a restore or recovery that raised, so the next resume meets the
+    same typed error at once instead of ``LeaseHeldError`` until the lease expires; nothing was
+    committed under it. A lease someone else holds by now, or a database that cannot be reached,
+    leaves it as it is (it expires; DESIGN.md section 4.5)."""
+    try:
+        lease_release(lease=lease)
+    except (LeaseLostError, DatabaseError) as exc:
+        logger.warning("run %s: lease not released after a failed restore: %s", lease.run_id,
+                       type(exc).__name__)
 
 
 def _report(session: RunSession, recovered: bool) -> StepReport:
