@@ -95,11 +95,13 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
             credentials_recheck(session)  # DESIGN.md section 5.9: before anything executes
             environment_recover(session)
     except Exception as exc:
+        # The release comes first: ``recovery.failed`` must stay the run's newest event, which
+        # keeps the sweeper from re-queueing a run whose restore failed closed (runtime/sweeper.py).
+        _lease_give_back(lease)
         if recovering:
             trace_append(run_id=run_id, event_type="recovery.failed",
                          payload={"error": type(exc).__name__, "message": str(exc)[:500],
                                   "duration_seconds": round(time.monotonic() - started, 6)})
-        _lease_give_back(lease)
         raise
     if recovering:
         trace_append(run_id=run_id, event_type="recovery.succeeded",
@@ -122,9 +124,10 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
 
 def _lease_give_back(lease: Lease) -> None:
     """Release ``lease`` after a restore or recovery that raised, so the next resume meets the
-    same typed error at once instead of ``LeaseHeldError`` until the lease expires; nothing was
-    committed under it. A lease someone else holds by now, or a database that cannot be reached,
-    leaves it as it is (it expires; DESIGN.md section 4.5)."""
+    same typed error at once instead of ``LeaseHeldError`` until the lease expires. Whatever a
+    recovery committed before it raised is behind the mark, and the next holder restores from
+    there. A lease someone else holds by now, or a database that cannot be reached, is left as
+    it is (it expires; DESIGN.md section 4.5)."""
     try:
         lease_release(lease=lease)
     except (LeaseLostError, DatabaseError) as exc:
