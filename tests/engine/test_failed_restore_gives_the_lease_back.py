@@ -1,9 +1,11 @@
 """Story: a resume whose restore fails closed gives its lease back (DESIGN.md sections 4.4, 4.5).
 
 An operator runs ``resume`` on a run whose committed checkpoint was damaged. Restore refuses
-with a typed error; nothing was committed under the lease it took, so it is released at once:
-a second ``resume`` (the operator's retry, or another worker) meets the same typed error
-instead of ``LeaseHeldError`` for the rest of the lease's time to live.
+with a typed error and the lease it took is released at once: a second ``resume`` (the
+operator's retry, or another worker) meets the same typed error instead of ``LeaseHeldError``
+for the rest of the lease's time to live. (That ``recovery.failed`` stays the newest event of a
+run that was recovering, so the sweeper leaves it alone, is checked by
+``tests/runtime/test_main_database_backup.py``.)
 """
 
 from __future__ import annotations
