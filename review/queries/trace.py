@@ -8,7 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.core.cache import cache
+from django.core.exceptions import EmptyResultSet
 from django.core.paginator import Page, Paginator
+from django.db import connection
+from django.db.models import QuerySet
 
 from review.queries.runs import CHOICES_LIMIT
 from review.queries.search import search_runs
@@ -154,6 +157,32 @@ def _runs_matching(text: str, user: Any) -> list[str]:
                 .values_list("run_id", flat=True)[:RUN_MATCHES])
 
 
+def _newest_of_runs(events: QuerySet[TraceEvent], *, runs: list[str], limit: int) -> list[TraceEvent]:
+    """The newest ``limit`` of ``events`` among ``runs`` (at most ``RUN_MATCHES``), newest first,
+    reading at most ``limit`` rows of each run through its ``(run, seq)`` index.
+
+    One statement: each run's newest rows (``ORDER BY seq DESC LIMIT``: within a run ``seq`` and
+    ``id`` rise together, both assigned under the run's lock) as a sub-select, joined by ``UNION
+    ALL`` and ordered by id. Hand-written around the ORM's own compiled parts because Django
+    refuses a sliced part of a union on SQLite, and because the obvious ``run_id IN (...) ORDER BY
+    id DESC LIMIT`` lets PostgreSQL walk the whole table's id index backwards when its statistics
+    are stale or a run is large (measured: 8.4 s on 1M events with 20 old runs)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for n, run_id in enumerate(runs):
+        try:
+            sql, part_params = events.filter(run_id=run_id).order_by("-seq")[:limit].query.sql_with_params()
+        except EmptyResultSet:  # a scope that sees no tenant: nothing to read
+            continue
+        parts.append(f"SELECT * FROM ({sql}) AS newest_{n}")
+        params.extend(part_params)
+    if not parts:
+        return []
+    quoted = connection.ops.quote_name("id")
+    statement = f"{' UNION ALL '.join(parts)} ORDER BY {quoted} DESC LIMIT {int(limit)}"
+    return list(TraceEvent.objects.raw(statement, params))
+
+
 def trace_search(*, user: Any, filters: TraceFilters, before: str = "", verify: bool = False
                  ) -> TraceBrowserPage:
     """Trace events across the runs ``user`` may see (DESIGN.md section 6.6) matching
@@ -174,7 +203,6 @@ def trace_search(*, user: Any, filters: TraceFilters, before: str = "", verify: 
             named = sorted(hits.run_ids)
             runs = [r for r in runs if r in hits.run_ids] if filters.run else named[:RUN_MATCHES]
             capped = hits.capped or len(named) > RUN_MATCHES
-        events = events.filter(run_id__in=runs)
         if len(runs) == 1:
             run = Run.objects.defer("spec").get(run_id=runs[0])
             chain = chain_verdict(run_id=run.run_id, trace_seq=run.trace_seq,
@@ -185,7 +213,10 @@ def trace_search(*, user: Any, filters: TraceFilters, before: str = "", verify: 
         events = events.filter(environment_version=filters.environment_version)
     if before.isdigit():
         events = events.filter(id__lt=int(before))
-    fetched = list(events[: EVENTS_PER_PAGE + 1])
+    if filters.run or filters.q:
+        fetched = _newest_of_runs(events, runs=runs, limit=EVENTS_PER_PAGE + 1)
+    else:
+        fetched = list(events[: EVENTS_PER_PAGE + 1])
     rows = fetched[:EVENTS_PER_PAGE]
     return TraceBrowserPage(
         events=rows,

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from review.queries.trace import EVENTS_PER_PAGE, TraceFilters, trace_search
 from runtime.models import TraceEvent
 from tests.review.rows import add_events, build_run
 
@@ -94,3 +97,31 @@ def test_it_answers_a_filter_change_with_the_events_fragment(client_for, trace) 
     body = response.content.decode()
     assert body.lstrip().startswith('<section id="events"') and "<html" not in body
     assert "Newest events: 5 shown" in body
+
+
+def test_it_pages_the_events_of_several_matched_runs_newest_first(checkpoint_keyring, personas) -> None:  # type: ignore[no-untyped-def]
+    """Each matched run is read newest-first through its own index and the parts are merged by
+    id: interleaved runs, each longer than a page, come out in exactly the order of one sorted
+    read, across the keyset pages (``review.queries.trace``)."""
+    runs = [build_run(checkpoint_keyring, run_id=f"merge-{n}", events=1) for n in range(3)]
+    build_run(checkpoint_keyring, run_id="other-run", events=5)
+    for _ in range(EVENTS_PER_PAGE):
+        for run in runs:
+            add_events(run, 1)
+    expected = list(TraceEvent.objects.filter(run__run_id__startswith="merge-").order_by("-id")
+                    .values_list("id", flat=True))
+    admin = personas["admin"]
+    seen: list[int] = []
+    before = ""
+    with CaptureQueriesContext(connection) as queries:
+        while True:
+            page = trace_search(user=admin, filters=TraceFilters(run="merge-"), before=before)
+            seen.extend(event.id for event in page.events)
+            if not page.next_before:
+                break
+            before = page.next_before
+    assert seen == expected and len(seen) > 2 * EVENTS_PER_PAGE
+    reads = [q["sql"] for q in queries.captured_queries if "UNION ALL" in q["sql"]]
+    assert len(reads) == -(-len(expected) // EVENTS_PER_PAGE), "one statement a page"
+    assert all(read.count('ORDER BY "runtime_traceevent"."seq" DESC') == len(runs) for read in reads), (
+        "each run through its (run, seq) index")
