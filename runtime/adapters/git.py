@@ -39,10 +39,10 @@ promised -- also after a SIGKILL inside ``update-ref`` or ``read-tree`` that lef
 ``index.lock`` or a half-written working tree. A lock or edit from outside Ratchet is not
 touched: it shows as drift and the run freezes for a human.
 
-Reads -- HEAD and its tree, ancestry for the key index, tree entries for the path checks -- are
-in-process with libgit2 (``pygit2``); every write of a ref, the index, the working tree or the
-config is still a git child under the journal above, so a SIGKILL anywhere is recovered the same
-way.
+Reads -- HEAD and its tree, ancestry for the key index, tree entries for the path checks -- and
+the writes of objects (blobs, trees, the commit: garbage until the ref names them) are in-process
+with libgit2 (``pygit2``); every write of a ref, the index, the working tree or the config is
+still a git child under the journal above, so a SIGKILL anywhere is recovered the same way.
 
 ``predict_post_state`` and ``dry_run_diff`` build the same tree with a scratch object directory
 (``GIT_OBJECT_DIRECTORY`` plus the real one as an alternate), so they write nothing to the
@@ -56,7 +56,6 @@ Over 400 lines: a third of it is this walk through the write protocol, kept besi
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,7 +180,8 @@ class GitAdapter:
             raise AdapterTargetError("linked worktrees are not supported", target=str(self.root))
         self._objects_dir = (self.root / objects).resolve()
         try:
-            # Reads only (HEAD, ancestry, tree entries); every write stays a git child.
+            # Reads (HEAD, ancestry, tree entries) and object writes; refs, the index, the
+            # working tree and the config are written by git children.
             self._repo = pygit2.Repository(str(self._git_dir))
         except pygit2.GitError as exc:
             raise AdapterCommandError(f"libgit2 cannot open the repository: {exc}",
@@ -293,15 +293,13 @@ class GitAdapter:
             check_paths(self._git, self._repo, tree, plan)
             self._raise_fence(fencing_token)
             crash_point(CP_BEFORE_WRITE)
-            with tempfile.TemporaryDirectory(prefix="ratchet-git-") as scratch:
-                new_tree = build_tree(self._git, tree, plan.changes, contents,
-                                      scratch=Path(scratch))
+            new_tree = build_tree(self._repo, tree, plan.changes, contents)
             context = {"instance_id": self._instance_id, "idempotency_key": idempotency_key}
             stamp = not_after.check_whole_seconds(**context) if not_after is not None else now
             message = message_with_trailers(
                 plan.message, idempotency_key=idempotency_key, intent_digest=intent_digest,
                 fencing_token=fencing_token, approval_digest=approval_digest, committed_at=stamp)
-            commit = write_commit(self._git, tree=new_tree, parent=head, plan=plan,
+            commit = write_commit(self._repo, tree=new_tree, parent=head, plan=plan,
                                   message=message)
             crash_point(CP_AFTER_OBJECTS)
             if not_after is not None:
@@ -390,9 +388,8 @@ class GitAdapter:
             _, tree = self._head()
             check_paths(self._git, self._repo, tree, plan)
             dirty = self._dirty_entries()
-            with scratch_objects(self._objects_dir) as (scratch, env):
-                new_tree = build_tree(self._git, tree, plan.changes, contents, scratch=scratch,
-                                      env=env)
+            with scratch_objects(self._objects_dir) as (scratch, _env):
+                new_tree = build_tree(scratch, tree, plan.changes, contents)
         return fingerprint(new_tree, dirty)
 
     def dry_run_diff(self, action: Action, *, blobs: BlobSource) -> str:
@@ -408,8 +405,7 @@ class GitAdapter:
             _, tree = self._head()
             check_paths(self._git, self._repo, tree, plan)
             with scratch_objects(self._objects_dir) as (scratch, env):
-                new_tree = build_tree(self._git, tree, plan.changes, contents, scratch=scratch,
-                                      env=env)
+                new_tree = build_tree(scratch, tree, plan.changes, contents)
                 diff = self._git.run(["diff-tree", "-r", "-p", "--no-color", "--no-ext-diff",
                                       "--no-textconv", "--no-renames", tree, new_tree], env=env)
         return diff.stdout.decode("utf-8", "replace")

@@ -1,13 +1,15 @@
 """Building a write's tree and commit object without touching the index or the working tree.
 
-The new tree is built in a scratch index (``GIT_INDEX_FILE``): ``read-tree`` the parent's tree,
-all blobs in one ``hash-object -w --stdin-paths`` call, ``update-index -z --index-info`` with one
-record per change (regular file, executable, symlink, gitlink or delete), ``write-tree``. The
-commit object is written with ``hash-object -t commit``, so the message, identities, dates and
-``encoding`` header are exactly the planned bytes (``commit-tree`` would re-wrap identities
-and could not keep an explicit encoding header). Objects are written before the ref moves;
-until then they are unreferenced garbage, never state (DESIGN.md section 5). Imports nothing
-from Django.
+In-process with libgit2 (``pygit2``): the blobs are written to the object database, an
+in-memory index is read from the parent's tree, one entry per change is added (regular file,
+executable, symlink, gitlink) or removed (deletes first, so a path can turn from a file into a
+directory and back within one commit), and the index is written out as trees; unchanged subtrees
+keep their ids. The commit object is written as raw bytes, so the message, identities, dates and
+``encoding`` header are exactly the planned bytes (``commit-tree`` would re-wrap identities and
+could not keep an explicit encoding header). Objects are written before the ref moves; until then
+they are unreferenced garbage, never state (DESIGN.md section 5). Predictions write into a scratch
+object directory that reads the real one as an alternate (:func:`scratch_objects`), so they
+write nothing to the repository. Imports nothing from Django.
 """
 
 from __future__ import annotations
@@ -122,62 +124,72 @@ def _check_last(git: GitProcess, tree: str, change: GitChange, mode: str | None,
 
 
 @contextlib.contextmanager
-def scratch_objects(objects_dir: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A scratch directory, and the git environment of a throwaway object directory that
-    reads the real one (``objects_dir``) as an alternate: building there writes nothing to the
-    repository (``predict_post_state``, ``dry_run_diff``)."""
+def scratch_objects(objects_dir: Path) -> Iterator[tuple[pygit2.Repository, dict[str, str]]]:
+    """A throwaway git directory whose object directory reads the real one (``objects_dir``) as
+    an alternate, opened with libgit2, and the git environment that reads the same objects: what
+    is built there is never written to the repository (``predict_post_state``,
+    ``dry_run_diff``).
+
+    Raises:
+        AdapterCommandError: libgit2 cannot open the scratch directory.
+    """
     with tempfile.TemporaryDirectory(prefix="ratchet-git-") as scratch:
-        objects = Path(scratch) / "objects"
-        objects.mkdir()
-        yield Path(scratch), {"GIT_OBJECT_DIRECTORY": str(objects),
-                              "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects_dir)}
+        git_dir = Path(scratch) / "scratch.git"
+        (git_dir / "objects" / "info").mkdir(parents=True)
+        (git_dir / "refs").mkdir()
+        (git_dir / "objects" / "info" / "alternates").write_text(f"{objects_dir}\n", encoding="utf-8")
+        (git_dir / "HEAD").write_text("ref: refs/heads/scratch\n", encoding="ascii")
+        try:
+            repo = pygit2.Repository(str(git_dir))
+        except pygit2.GitError as exc:
+            raise AdapterCommandError(f"libgit2 cannot open a scratch object directory: {exc}") from None
+        yield repo, {"GIT_OBJECT_DIRECTORY": str(git_dir / "objects"),
+                     "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects_dir)}
 
 
-def build_tree(git: GitProcess, tree: str, changes: list[GitChange],
-               contents: Mapping[str, bytes], *, scratch: Path,
-               env: Mapping[str, str] | None = None) -> str:
-    """Apply ``changes`` to ``tree`` in a scratch index and return the new tree id.
+_MODES = {"100644": 0o100644, "100755": 0o100755, SYMLINK: 0o120000, GITLINK: 0o160000}
+
+
+def build_tree(repo: pygit2.Repository, tree: str, changes: list[GitChange],
+               contents: Mapping[str, bytes]) -> str:
+    """Apply ``changes`` to ``tree`` and return the new tree id; the blobs and trees are written
+    to ``repo``'s object database (the real one, or a scratch one from :func:`scratch_objects`).
 
     Args:
+        tree: the parent commit's tree id (hex).
+        changes: the plan's changes; each path at most once.
         contents: ``sha256 digest -> bytes`` for every change with content.
-        scratch: an empty private directory for the index and blob files.
-        env: extra git environment (a scratch object directory for predictions).
+
+    Raises:
+        AdapterCommandError: libgit2 refused an object or entry (a path git cannot hold, a
+            delete of a path not in the tree).
     """
     if not changes:
         return tree
-    full_env = {"GIT_INDEX_FILE": str(scratch / "index"), **(env or {})}
-    digests = list(dict.fromkeys(c.content for c in changes if c.content is not None))
-    oids: dict[str, str] = {}
-    if digests:
-        files = []
-        for n, content_digest in enumerate(digests):
-            path = scratch / f"blob-{n}"
-            path.write_bytes(contents[content_digest])
-            files.append(str(path))
-        out = git.run(["hash-object", "-w", "--no-filters", "--stdin-paths"],
-                      input="".join(f + "\n" for f in files).encode(), env=full_env).stdout
-        written = out.decode("ascii").split()
-        if len(written) != len(digests):
-            raise AdapterCommandError("git hash-object answered an unexpected number of ids")
-        oids = dict(zip(digests, written, strict=True))
-    git.run(["read-tree", tree], env=full_env)
-    zero = "0" * len(tree)
-    records = []
-    for change in changes:
-        if change.mode is None:
-            records.append(f"0 {zero}\t{change.path}")
-        elif change.mode == GITLINK:
-            records.append(f"{GITLINK} {change.oid}\t{change.path}")
-        else:
-            records.append(f"{change.mode} {oids[change.content or '']}\t{change.path}")
-    payload = "".join(r + "\0" for r in records).encode("utf-8")
-    git.run(["update-index", "-z", "--index-info"], input=payload, env=full_env)
-    return git.text(["write-tree"], env=full_env)
+    try:
+        index = pygit2.Index()
+        index.read_tree(repo[tree].peel(pygit2.Tree))
+        oids = {content_digest: repo.create_blob(contents[content_digest])
+                for content_digest in dict.fromkeys(c.content for c in changes if c.content is not None)}
+        for change in sorted(changes, key=lambda c: c.mode is not None):
+            if change.mode is None:
+                index.remove(change.path)
+            elif change.mode == GITLINK:
+                index.add(pygit2.IndexEntry(change.path, pygit2.Oid(hex=change.oid or ""), _MODES[GITLINK]))
+            else:
+                index.add(pygit2.IndexEntry(change.path, oids[change.content or ""], _MODES[change.mode]))
+        return str(index.write_tree(repo))
+    except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+        raise AdapterCommandError(f"cannot build the tree: {exc}") from None
 
 
-def write_commit(git: GitProcess, *, tree: str, parent: str, plan: CommitPlan,
+def write_commit(repo: pygit2.Repository, *, tree: str, parent: str, plan: CommitPlan,
                  message: bytes) -> str:
-    """Write the commit object (exact bytes, see the module docstring) and return its id."""
+    """Write the commit object (exact bytes, see the module docstring) and return its id.
+
+    Raises:
+        AdapterCommandError: no author or committer, or libgit2 could not write the object.
+    """
     if plan.author is None or plan.committer is None:
         raise AdapterCommandError("a commit needs an author and a committer")
     body = (f"tree {tree}\nparent {parent}\n".encode("ascii")
@@ -186,6 +198,10 @@ def write_commit(git: GitProcess, *, tree: str, parent: str, plan: CommitPlan,
     if plan.encoding is not None:
         body += f"encoding {plan.encoding}\n".encode("ascii")
     body += b"\n" + message
-    # --literally: newer git versions fsck objects here and would refuse identities that real
-    # histories hold; every field was checked when the action was parsed.
-    return git.text(["hash-object", "-t", "commit", "-w", "--literally", "--stdin"], input=body)
+    # Raw bytes, not a parsed commit: libgit2 checks nothing here, as ``hash-object
+    # --literally`` did not, so identities that real histories hold are kept; every field was
+    # checked when the action was parsed.
+    try:
+        return str(repo.odb.write(pygit2.enums.ObjectType.COMMIT, body))
+    except (pygit2.GitError, OSError) as exc:
+        raise AdapterCommandError(f"cannot write the commit object: {exc}") from None
