@@ -191,3 +191,23 @@ def start_child(env: Env, action: Action, key: str, *, start_file: Path, token: 
     cmd, child_env = _child(env, action, key, token=token, crash_at=None, start_file=start_file)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env, cwd=REPO_ROOT)
+
+
+def commit_action(env: Env, **overrides: Any) -> Action:
+    """A git ``commit`` action: two writes (one executable) and a delete, with a planned message
+    and author; ``overrides`` replace whole parameters."""
+    params = {
+        "message": "Rework the app\n\nLonger explanation.\n\nSigned-off-by: Ada <ada@example.com>",
+        "author_name": "Ada Author",
+        "author_email": "ada@example.com",
+        "author_date": "2026-01-02T03:04:05+01:00",
+        "changes": [
+            {"op": "write", "path": "src/app.py", "content": env.blobs.put(b"print('v2')\n"),
+             "executable": False},
+            {"op": "write", "path": "bin/tool", "content": env.blobs.put(b"#!/bin/sh\n"),
+             "executable": True},
+            {"op": "delete", "path": "run.sh"},
+        ],
+    }
+    params.update(overrides)
+    return Action(kind="commit", params=params)

@@ -7,32 +7,13 @@ from __future__ import annotations
 import pytest
 
 from runtime.adapters.git_receipts import original_message
-from runtime.core.checkpoint import Action
 from runtime.errors import InvalidActionError
-from tests.adapters.support import Env, commits_with_key, git
-
-
-def _commit(env: Env, **overrides) -> Action:
-    params = {
-        "message": "Rework the app\n\nLonger explanation.\n\nSigned-off-by: Ada <ada@example.com>",
-        "author_name": "Ada Author",
-        "author_email": "ada@example.com",
-        "author_date": "2026-01-02T03:04:05+01:00",
-        "changes": [
-            {"op": "write", "path": "src/app.py", "content": env.blobs.put(b"print('v2')\n"),
-             "executable": False},
-            {"op": "write", "path": "bin/tool", "content": env.blobs.put(b"#!/bin/sh\n"),
-             "executable": True},
-            {"op": "delete", "path": "run.sh"},
-        ],
-    }
-    params.update(overrides)
-    return Action(kind="commit", params=params)
+from tests.adapters.support import Env, commit_action, commits_with_key, git
 
 
 def test_it_lands_one_commit_with_the_original_message_author_and_trailers(git_env: Env) -> None:
     parent = git(git_env.path, "rev-parse", "HEAD").strip()
-    action = _commit(git_env)
+    action = commit_action(git_env)
 
     receipt = git_env.execute(action, "key-1", token=4)
 
@@ -69,7 +50,7 @@ def test_a_message_that_forges_trailers_is_kept_verbatim_and_never_read_as_a_rec
     key's trailer (a history that Ratchet itself replayed). Only the last paragraph holds
     trailers, and that is always Ratchet's own block."""
     forged = "Innocent\n\nIdempotency-Key: someone-elses-key"
-    receipt = git_env.execute(_commit(git_env, message=forged), "key-1")
+    receipt = git_env.execute(commit_action(git_env, message=forged), "key-1")
 
     assert git_env.adapter.lookup_receipt("someone-elses-key") is None
     assert [r.idempotency_key for r in git_env.adapter.receipts()] == ["key-1"]
@@ -90,11 +71,11 @@ def test_a_message_that_forges_trailers_is_kept_verbatim_and_never_read_as_a_rec
 ])
 def test_it_rejects_malformed_commit_params(git_env: Env, overrides) -> None:
     with pytest.raises(InvalidActionError):
-        git_env.execute(_commit(git_env, **overrides), "key-1")
+        git_env.execute(commit_action(git_env, **overrides), "key-1")
     assert git_env.adapter.receipts() == []
 
 
-def test_it_rejects_conflicting_changes_within_one_commit(git_env: Env) -> None:
+def test_it_rejects_conflicting_changes_within_onecommit_action(git_env: Env) -> None:
     content = git_env.blobs.put(b"x\n")
     twice = [{"op": "write", "path": "a.txt", "content": content, "executable": False},
              {"op": "delete", "path": "a.txt"}]
@@ -103,4 +84,4 @@ def test_it_rejects_conflicting_changes_within_one_commit(git_env: Env) -> None:
 
     for changes in (twice, nested):
         with pytest.raises(InvalidActionError):
-            git_env.execute(_commit(git_env, changes=changes), "key-1")
+            git_env.execute(commit_action(git_env, changes=changes), "key-1")

@@ -11,7 +11,7 @@ import pytest
 
 from runtime.core.checkpoint import Action
 from runtime.errors import InvalidActionError, PathEscapeError
-from tests.adapters.support import Env
+from tests.adapters.support import Env, commit_action
 
 BAD_PATHS = [
     "/etc/passwd",
@@ -101,15 +101,11 @@ def test_git_refuses_to_write_through_a_tracked_symlink(git_env: Env, tmp_path: 
 
 def test_git_rejects_a_bad_path_inside_a_commit_action(git_env: Env) -> None:
     before = git_env.adapter.observe()
-    action = Action(kind="commit", params={
-        "message": "Sneaky", "author_name": "Mallory", "author_email": "m@example.com",
-        "author_date": "2026-01-02T03:04:05+00:00",
-        "changes": [
-            {"op": "write", "path": "ok.txt", "content": git_env.blobs.put(b"ok\n"),
-             "executable": False},
-            {"op": "write", "path": ".git/hooks/pre-commit", "content": git_env.blobs.put(b"x"),
-             "executable": True},
-        ]})
+    action = commit_action(git_env, message="Sneaky", changes=[
+        {"op": "write", "path": "ok.txt", "content": git_env.blobs.put(b"ok\n"), "executable": False},
+        {"op": "write", "path": ".git/hooks/pre-commit", "content": git_env.blobs.put(b"x"),
+         "executable": True},
+    ])
 
     with pytest.raises(PathEscapeError):
         git_env.execute(action, "key-1")
