@@ -582,6 +582,8 @@ def test_it_leaves_other_tenants_out_of_lists_and_badges(tenants, role: str) -> 
         trace = client.get(reverse("review:trace")).context["result"]
         assert {e.run_id for e in trace.events} == {run_a}
         assert client.get(reverse("review:trace"), {"run": run_b}).context["result"].events == []
+        own = client.get(reverse("review:trace"), {"run": run_a}).context["result"].events
+        assert own and {e.run_id for e in own} == {run_a}, "the per-run read keeps the tenant join"
     counts = nav_counts(user=tenants["users"][role])
     assert (counts.approvals, counts.cases) == (1, 1)
     everyone = nav_counts(user=get_user_model().objects.get(username="admin"))
