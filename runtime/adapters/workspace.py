@@ -257,9 +257,9 @@ class WorkspaceAdapter:
         return journal.by_key.get(idempotency_key)
 
     def receipts(self) -> list[Receipt]:
-        """All committed receipts in journal order (oldest first)."""
+        """All committed receipts, oldest first, from a full read of the journal (the audit)."""
         with self._locked():
-            journal = self._recover_locked()
+            journal = self._recover_locked(full=True)
         return list(journal.committed)
 
     def predict_post_state(self, action: Action, *, blobs: BlobSource) -> str:
@@ -365,8 +365,8 @@ class WorkspaceAdapter:
 
     # --- recovery, fence, identity -------------------------------------------------------
 
-    def _recover_locked(self) -> JournalState:
-        return self._journal.recover(self.root)
+    def _recover_locked(self, *, full: bool = False) -> JournalState:
+        return self._journal.recover(self.root, full=full)
 
     def _check_fence(self, journal: JournalState, token: int, key: str) -> None:
         newest = max(journal.max_token, fence_read(self._meta / "fence", label="the fence file",

@@ -28,7 +28,15 @@ is removed. A target showing neither (it was edited out of band after the crash)
 unresolved, and the adapter raises :class:`ReceiptIndeterminateError` for that key -- only a
 human can say what happened. The receipt's ``committed_at`` for a recovered write is the
 recovery time: never earlier than the real rename, so an approval-expiry check errs on the side
-of review. Imports nothing from Django.
+of review.
+
+Reading is incremental (issue 9: a call must not cost O(writes)): the journal object keeps the
+state it replayed and where that read ended (file identity, byte offset, the 64 bytes before it),
+and the next load parses only the lines appended since, when the file is the same file, no
+shorter, and those 64 bytes are unchanged; anything else is read again from the first line. A
+full read of every line is what a new process does and what :meth:`ReceiptJournal.recover` does
+with ``full=True`` (the adapter's ``receipts()``, the audit at the end of a run). Imports nothing
+from Django.
 """
 
 from __future__ import annotations
@@ -73,6 +81,28 @@ class JournalState:
     max_token: int = 0
 
 
+def _copy(state: JournalState) -> JournalState:
+    """A copy callers may change freely (receipts and records are never changed in place)."""
+    return JournalState(committed=list(state.committed), by_key=dict(state.by_key),
+                        dangling=dict(state.dangling), max_token=state.max_token)
+
+
+TAIL_BYTES = 64
+"""How many bytes before the end of the last read are compared before reading on from there."""
+
+
+@dataclass(frozen=True)
+class _ReadMark:
+    """Where the last read ended: the file (device, inode), the byte offset just past its last
+    complete line, the ``TAIL_BYTES`` before that offset, and how many lines it held."""
+
+    device: int
+    inode: int
+    offset: int
+    tail: bytes
+    lines: int
+
+
 class ReceiptJournal:
     """The journal file of one workspace; callers hold the workspace lock around every call.
 
@@ -89,6 +119,7 @@ class ReceiptJournal:
         self._instance_id = instance_id
         self._namespace = namespace
         self._adapter_version = adapter_version
+        self._read: tuple[JournalState, _ReadMark] | None = None
 
     def ensure_exists(self) -> None:
         """Create the empty journal (and fsync its directory) if it is not there yet."""
@@ -154,13 +185,16 @@ class ReceiptJournal:
         journal.dangling.pop(prepared["key"], None)
         return receipt
 
-    def recover(self, root: Path) -> JournalState:
+    def recover(self, root: Path, *, full: bool = False) -> JournalState:
         """Load the journal and settle interrupted writes against ``root`` (module docstring).
+
+        Args:
+            full: read and check every line, not only those appended since the last read.
 
         Raises:
             AdapterStoreCorruptError: as for :meth:`load`.
         """
-        journal = self.load()
+        journal = self.load(full=full)
         for key, prepared in list(journal.dangling.items()):
             if isinstance(prepared.get("tmp"), str):
                 remove_leftover(root, prepared["tmp"])
@@ -173,23 +207,52 @@ class ReceiptJournal:
                 del journal.dangling[key]
         return journal
 
-    def load(self) -> JournalState:
-        """Read and replay the journal, truncating a torn last line first.
+    def load(self, *, full: bool = False) -> JournalState:
+        """Read and replay the journal, truncating a torn last line first: only the lines
+        appended since the last read when that read can be trusted (module docstring), every
+        line when ``full``.
 
         Raises:
             AdapterStoreCorruptError: the journal is missing, a line is not a JSON record, or
                 the records do not follow the prepared -> committed/aborted protocol.
         """
-        records, torn = self._read()
+        try:
+            handle = open(self.path, "rb")
+        except FileNotFoundError:
+            raise self._corrupt("the receipt journal is missing") from None
+        with handle:
+            st = os.fstat(handle.fileno())
+            resumed = None if full else self._resume_point(handle, st)
+            state, start, first = (_copy(resumed[0]), resumed[1].offset, resumed[1].lines) if resumed \
+                else (JournalState(), 0, 0)
+            handle.seek(start)
+            data = handle.read()
+        records, torn = self._parse(data, first_line=first)
         if torn is not None:
             # Killed mid-append: the partial line was never acknowledged to anyone.
-            os.truncate(self.path, torn)
+            os.truncate(self.path, start + torn)
             fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        return self._replay(records)
+        self._replay(records, state, first_line=first)
+        used = data if torn is None else data[:torn]
+        before = resumed[1].tail if resumed else b""
+        self._read = (_copy(state), _ReadMark(device=st.st_dev, inode=st.st_ino, offset=start + len(used),
+                                              tail=(before + used)[-TAIL_BYTES:], lines=first + len(records)))
+        return state
+
+    def _resume_point(self, handle: Any, st: os.stat_result) -> tuple[JournalState, _ReadMark] | None:
+        """The last read's state and mark when the open file is the one it read, no shorter,
+        and the bytes before the mark are unchanged; else None (read from the first line)."""
+        if self._read is None:
+            return None
+        state, mark = self._read
+        if (st.st_dev, st.st_ino) != (mark.device, mark.inode) or st.st_size < mark.offset:
+            return None
+        handle.seek(mark.offset - len(mark.tail))
+        return (state, mark) if handle.read(len(mark.tail)) == mark.tail else None
 
     def _receipt(self, prepared: Record, *, number: int, committed_at: datetime,
                  recovered: bool) -> Receipt:
@@ -224,17 +287,14 @@ class ReceiptJournal:
     def _corrupt(self, message: str, **context: Any) -> AdapterStoreCorruptError:
         return AdapterStoreCorruptError(message, instance_id=self._instance_id, **context)
 
-    def _read(self) -> tuple[list[Record], int | None]:
-        """Parsed records and, if the last line is torn, the byte offset to truncate at."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            raise self._corrupt("the receipt journal is missing") from None
+    def _parse(self, data: bytes, *, first_line: int) -> tuple[list[Record], int | None]:
+        """Parsed records of ``data`` (whole lines read from a line start; ``first_line``
+        lines precede it) and, if its last line is torn, the offset in ``data`` to truncate at."""
         lines = data.split(b"\n")
         tail = lines.pop()
         torn = len(data) - len(tail) if tail else None
         records = []
-        for number, line in enumerate(lines, 1):
+        for number, line in enumerate(lines, first_line + 1):
             try:
                 record = json.loads(line)
             except ValueError:
@@ -244,9 +304,10 @@ class ReceiptJournal:
             records.append(record)
         return records, torn
 
-    def _replay(self, records: list[Record]) -> JournalState:
-        journal = JournalState()
-        for number, record in enumerate(records, 1):
+    def _replay(self, records: list[Record], journal: JournalState, *, first_line: int) -> None:
+        """Apply ``records`` (lines ``first_line + 1`` on) to ``journal``, checking the
+        prepared -> committed/aborted protocol against what it already holds."""
+        for number, record in enumerate(records, first_line + 1):
             kind, key = record.get("type"), record["key"]
             if kind == "prepared":
                 token = record.get("fencing_token")
@@ -269,4 +330,3 @@ class ReceiptJournal:
                     raise self._corrupt("aborted record without a prepared one", line=number)
             else:
                 raise self._corrupt("unknown journal record type", line=number)
-        return journal
