@@ -30,12 +30,14 @@ human can say what happened. The receipt's ``committed_at`` for a recovered writ
 recovery time: never earlier than the real rename, so an approval-expiry check errs on the side
 of review.
 
-Reading is incremental (issue 9: a call must not cost O(writes)): the journal object keeps the
-state it replayed and where that read ended (file identity, byte offset, the 64 bytes before it),
-and the next load parses only the lines appended since, when the file is the same file, no
-shorter, and those 64 bytes are unchanged; anything else is read again from the first line. A
-full read of every line is what a new process does and what :meth:`ReceiptJournal.recover` does
-with ``full=True`` (the adapter's ``receipts()``, the audit at the end of a run). Imports nothing
+Reading is incremental (issue 9: a call must not cost O(writes)): the process keeps the state it
+replayed from each of its last ``LAST_READS`` journals and where that read ended (file identity,
+byte offset, the 64 bytes before it), and the next load -- by any adapter object of that
+workspace in this process -- parses only the lines appended since, when the file is the same
+file, no shorter, and those 64 bytes are unchanged; anything else is read again from the first
+line. A full read of every line is what a new process does and what
+:meth:`ReceiptJournal.recover` does with ``full=True`` (the adapter's ``receipts()``, the audit at
+the end of a run). Imports nothing
 from Django.
 """
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,6 +106,14 @@ class _ReadMark:
     lines: int
 
 
+LAST_READS = 8
+"""How many journals' last reads a process keeps (least recently read dropped first): a worker
+that drives one workspace in many short batches, each with a new adapter object, reads on from
+where the previous batch stopped instead of from the first line."""
+
+_LAST_READ: OrderedDict[tuple[str, str], tuple[JournalState, _ReadMark]] = OrderedDict()
+
+
 class ReceiptJournal:
     """The journal file of one workspace; callers hold the workspace lock around every call.
 
@@ -119,7 +130,7 @@ class ReceiptJournal:
         self._instance_id = instance_id
         self._namespace = namespace
         self._adapter_version = adapter_version
-        self._read: tuple[JournalState, _ReadMark] | None = None
+        self._cache_key = (os.path.realpath(path), instance_id)
 
     def ensure_exists(self) -> None:
         """Create the empty journal (and fsync its directory) if it is not there yet."""
@@ -239,16 +250,21 @@ class ReceiptJournal:
         self._replay(records, state, first_line=first)
         used = data if torn is None else data[:torn]
         before = resumed[1].tail if resumed else b""
-        self._read = (_copy(state), _ReadMark(device=st.st_dev, inode=st.st_ino, offset=start + len(used),
-                                              tail=(before + used)[-TAIL_BYTES:], lines=first + len(records)))
+        _LAST_READ[self._cache_key] = (_copy(state), _ReadMark(
+            device=st.st_dev, inode=st.st_ino, offset=start + len(used), tail=(before + used)[-TAIL_BYTES:],
+            lines=first + len(records)))
+        _LAST_READ.move_to_end(self._cache_key)
+        while len(_LAST_READ) > LAST_READS:
+            _LAST_READ.popitem(last=False)
         return state
 
     def _resume_point(self, handle: Any, st: os.stat_result) -> tuple[JournalState, _ReadMark] | None:
         """The last read's state and mark when the open file is the one it read, no shorter,
         and the bytes before the mark are unchanged; else None (read from the first line)."""
-        if self._read is None:
+        last = _LAST_READ.get(self._cache_key)
+        if last is None:
             return None
-        state, mark = self._read
+        state, mark = last
         if (st.st_dev, st.st_ino) != (mark.device, mark.inode) or st.st_size < mark.offset:
             return None
         handle.seek(mark.offset - len(mark.tail))

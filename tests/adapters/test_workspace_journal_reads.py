@@ -1,8 +1,8 @@
 """Story: the workspace adapter reads its receipt journal incrementally (issue 9; the rule is in
-``runtime.adapters.workspace_journal``): a call parses only the lines appended since the last
-read, and a journal that was truncated, replaced or edited near the end of that read is read
-again in full, so its corruption still fails closed; the audit's ``receipts()`` always reads
-every line."""
+``runtime.adapters.workspace_journal``): a call parses only the lines appended since the
+process's last read of that journal, and a journal that was truncated, replaced or edited near
+the end of that read is read again in full, so its corruption still fails closed; the audit's
+``receipts()`` always reads every line."""
 
 from __future__ import annotations
 
@@ -96,5 +96,13 @@ def test_an_edit_deep_inside_is_caught_by_the_full_read_of_the_audit(workspace_e
     assert workspace_env.adapter.lookup_receipt("key-2") is not None, "an incremental read trusts it"
     with pytest.raises(AdapterStoreCorruptError):
         workspace_env.adapter.receipts()
-    with pytest.raises(AdapterStoreCorruptError):
-        workspace_env.reopen().observe()  # as does every new process
+
+
+def test_a_new_adapter_object_in_the_same_process_reads_on_from_the_last_read(
+        workspace_env: Env, parsed: list[int]) -> None:
+    for n in range(5):
+        workspace_env.execute(workspace_env.write(f"f{n}.txt", b"x\n"), f"key-{n}")
+    parsed.clear()
+
+    assert workspace_env.reopen().observe().version == "w5"
+    assert parsed == [2], "a worker's next batch opens a new adapter and reads on"
