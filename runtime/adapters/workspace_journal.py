@@ -238,7 +238,14 @@ class ReceiptJournal:
                 else (JournalState(), 0, 0)
             handle.seek(start)
             data = handle.read()
-        records, torn = self._parse(data, first_line=first)
+        try:
+            records, torn = self._parse(data, first_line=first)
+            self._replay(records, state, first_line=first)
+        except AdapterStoreCorruptError:
+            # Fail closed from here on: no later call may read on from a read kept before the
+            # corruption was seen (a full read found what an incremental one could not).
+            _LAST_READ.pop(self._cache_key, None)
+            raise
         if torn is not None:
             # Killed mid-append: the partial line was never acknowledged to anyone.
             os.truncate(self.path, start + torn)
@@ -247,7 +254,6 @@ class ReceiptJournal:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        self._replay(records, state, first_line=first)
         used = data if torn is None else data[:torn]
         before = resumed[1].tail if resumed else b""
         _LAST_READ[self._cache_key] = (_copy(state), _ReadMark(

@@ -96,6 +96,8 @@ def test_an_edit_deep_inside_is_caught_by_the_full_read_of_the_audit(workspace_e
     assert workspace_env.adapter.lookup_receipt("key-2") is not None, "an incremental read trusts it"
     with pytest.raises(AdapterStoreCorruptError):
         workspace_env.adapter.receipts()
+    with pytest.raises(AdapterStoreCorruptError):
+        workspace_env.adapter.lookup_receipt("key-2")  # from then on every call reads in full
 
 
 def test_a_new_adapter_object_in_the_same_process_reads_on_from_the_last_read(
