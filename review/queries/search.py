@@ -1,10 +1,11 @@
 """The dashboard's content search: which runs a search box names (DESIGN.md section 6.8).
 
-What the user types is matched three ways, each an index range scan with a fixed limit: as the
-start of a run id, as the start of one of the runs' search terms (an idempotency key, an action,
-a commit message's first line, a path from any directory boundary: ``runtime.core.search_text``)
-and, when it is several words, as words that each start a term of the same run. At most four
-queries, whatever the size of the data; the caller then reads only the matched runs.
+What the user types is matched three ways, each read bounded by a fixed limit: as the start of a
+run id and as the start of one of the runs' search terms (an idempotency key, an action, a commit
+message's first line, a path from any directory boundary: ``runtime.core.search_text``), each an
+index range scan, and, when it is several words, as words that each start a term of the same run
+(the longest word's runs, then their own terms). At most four queries, whatever the size of the
+data; the caller then reads only the matched runs.
 """
 
 from __future__ import annotations

@@ -233,9 +233,11 @@ class ReceiptJournal:
             raise self._corrupt("the receipt journal is missing") from None
         with handle:
             st = os.fstat(handle.fileno())
-            resumed = None if full else self._resume_point(handle, st)
-            state, start, first = (_copy(resumed[0]), resumed[1].offset, resumed[1].lines) if resumed \
-                else (JournalState(), 0, 0)
+            kept = None if full else self._resume_point(handle, st)
+            if kept is None:
+                state, start, first, before = JournalState(), 0, 0, b""
+            else:
+                state, start, first, before = _copy(kept[0]), kept[1].offset, kept[1].lines, kept[1].tail
             handle.seek(start)
             data = handle.read()
         try:
@@ -255,7 +257,6 @@ class ReceiptJournal:
             finally:
                 os.close(fd)
         used = data if torn is None else data[:torn]
-        before = resumed[1].tail if resumed else b""
         _LAST_READ[self._cache_key] = (_copy(state), _ReadMark(
             device=st.st_dev, inode=st.st_ino, offset=start + len(used), tail=(before + used)[-TAIL_BYTES:],
             lines=first + len(records)))
