@@ -22,10 +22,11 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from django.db import models, transaction
+from django.db import models, router, transaction
 from django.db.models import ExpressionWrapper, Q
 from django.db.models.functions import Now
 
+from runtime.compiled_updates import compiled_rows
 from runtime.environments import environment_fence_next_txn
 from runtime.errors import LeaseHeldError, LeaseLostError, RunNotFoundError
 from runtime.models import Run
@@ -242,5 +243,12 @@ def lease_check(*, lease: Lease) -> None:
     Raises:
         LeaseLostError: owner or lease version differ, or the lease expired.
     """
-    if not Run.objects.filter(held_by(lease)).exists():
+    # Compiled once per process: the engine reads this before every adapter call.
+    held = compiled_rows(
+        alias=router.db_for_read(Run), shape=("lease_check",),
+        build=lambda s: Run.objects.filter(held_by(replace(lease, run_id=s["run_id"], worker=s["worker"],
+                                                           lease_version=s["lease_version"]))
+                                           ).values_list("pk")[:1],
+        slots={"run_id": lease.run_id, "worker": lease.worker, "lease_version": lease.lease_version})
+    if not held:
         raise _lost(lease, "continue")

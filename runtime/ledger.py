@@ -54,9 +54,14 @@ class LedgerRows:
 
     def lookup(self, kind: LedgerKind, key: str, *, upto: int) -> bytes | None:
         """Body bytes of entry ``(kind, key)`` among entries ``1..upto``, or None."""
-        body = (LedgerRow.objects.filter(run_id=self.run_id, kind=kind.value, key=key, seq__lte=upto)
-                .values_list("body", flat=True).first())
-        return None if body is None else body.encode("utf-8")
+        # Compiled once per process: two of these run per proposed write.
+        rows = compiled_rows(
+            alias=router.db_for_read(LedgerRow), shape=("ledger_lookup",),
+            build=lambda s: (LedgerRow.objects.filter(run_id=s["run_id"], kind=s["kind"], key=s["key"],
+                                                      seq__lte=s["upto"])
+                             .order_by("seq").values_list("body")[:1]),
+            slots={"run_id": self.run_id, "kind": kind.value, "key": key, "upto": upto})
+        return rows[0][0].encode("utf-8") if rows else None
 
     def entries(self, *, upto: int, kind: LedgerKind | None = None) -> list[LedgerEntry]:
         """Entries ``1..upto`` (of ``kind`` if given) in ``seq`` order."""

@@ -10,8 +10,9 @@ Quarantined keys (after a reviewer's ``replan``) can never be used again.
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, router, transaction
 
+from runtime.compiled_updates import compiled_rows
 from runtime.core.checkpoint import Receipt
 from runtime.errors import KeyQuarantinedError, ReceiptConflictError
 from runtime.models import IdempotencyRecord
@@ -23,14 +24,20 @@ def receipt_cache_get(*, idempotency_key: str) -> Receipt | None:
     Raises:
         KeyQuarantinedError: the key was quarantined by a reviewer's replan.
     """
-    row = IdempotencyRecord.objects.filter(idempotency_key=idempotency_key).first()
-    if row is None:
+    # Compiled once per process: the step loop reads this on every write.
+    rows = compiled_rows(
+        alias=router.db_for_read(IdempotencyRecord), shape=("receipt_cache_get",),
+        build=lambda s: (IdempotencyRecord.objects.filter(idempotency_key=s["key"]).order_by("pk")
+                         .values_list("run_id", "quarantined", "receipt")[:1]),
+        slots={"key": idempotency_key})
+    if not rows:
         return None
-    if row.quarantined:
-        raise KeyQuarantinedError(idempotency_key=idempotency_key, run_id=row.run_id)
-    if row.receipt is None:
+    run_id, quarantined, receipt = rows[0]
+    if quarantined:
+        raise KeyQuarantinedError(idempotency_key=idempotency_key, run_id=run_id)
+    if receipt is None:
         return None
-    return Receipt.model_validate(row.receipt, strict=False)
+    return Receipt.model_validate(receipt, strict=False)
 
 
 def receipt_cache_put(*, run_id: str, receipt: Receipt) -> Receipt:

@@ -28,7 +28,7 @@ from django.conf import settings
 from runtime.adapters.base import Adapter, Observation
 from runtime.adapters.factory import open_adapter
 from runtime.approval_checks import evidence_verify
-from runtime.attachments import attachment_put
+from runtime.attachments import attachment_get, attachment_put
 from runtime.cases import case_sync
 from runtime.checkpoints import checkpoint_commit, checkpoint_restore
 from runtime.core.checkpoint import EnvironmentRef, RunState, VersionSet
@@ -89,6 +89,8 @@ class RunSession:
     """Writes the next commit runs in its transaction (DESIGN.md section 4.3): receipt cache, attachments."""
     renewed_at: float = field(default_factory=time.monotonic)
     """``time.monotonic()`` when the lease was last extended (every commit extends it)."""
+    proposed_blobs: dict[str, bytes] = field(default_factory=dict)
+    """``digest -> bytes`` the planner handed over for the newest proposal of this session."""
 
     @property
     def run_id(self) -> str:
@@ -171,6 +173,32 @@ def run_session(*, run_id: str, worker: str, ttl_seconds: float | None = None,
         yield session
     finally:
         lease_release(lease=session.lease)  # traces "lease.released" in the same transaction
+
+
+def session_blob_put(session: RunSession, data: bytes) -> str:
+    """Store a planner's blob (its row in the next commit, DESIGN.md section 4.3) and keep the
+    bytes in the session for the prediction and the write of the same proposal.
+
+    Returns:
+        The digest ``"sha256:<hex>"``.
+
+    Raises:
+        TypeError / AttachmentError: as :func:`runtime.attachments.attachment_put`.
+    """
+    digest = attachment_put(data=data, row_writes=session.within_commit)
+    session.proposed_blobs[digest] = bytes(data)
+    return digest
+
+
+def session_blob(session: RunSession, digest: str) -> bytes:
+    """A blob by digest: the session's copy when this session's planner handed it over (the
+    adapter checks every digest it is given again), else from attachment storage.
+
+    Raises:
+        AttachmentError / DigestFormatError: as :func:`runtime.attachments.attachment_get`.
+    """
+    kept = session.proposed_blobs.get(digest)
+    return kept if kept is not None else attachment_get(digest=digest)
 
 
 def session_commit(session: RunSession, *events: tuple[str, dict[str, Any]]) -> None:

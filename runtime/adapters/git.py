@@ -78,6 +78,7 @@ from runtime.adapters.git_receipts import (
     commit_info,
     message_with_trailers,
     receipt_of,
+    written_commit,
 )
 from runtime.adapters.git_recovery import (
     LOCK_FILE,
@@ -93,6 +94,7 @@ from runtime.adapters.git_state import (
     fingerprint,
     instance_load_or_create,
 )
+from runtime.adapters.git_status import WorktreeStatus
 from runtime.adapters.git_trees import build_tree, check_paths, scratch_objects, write_commit
 from runtime.adapters.locking import exclusive_lock
 from runtime.core.checkpoint import Action, Receipt
@@ -179,6 +181,7 @@ class GitAdapter:
         if (self.root / common_dir).resolve() != self._git_dir.resolve():
             raise AdapterTargetError("linked worktrees are not supported", target=str(self.root))
         self._objects_dir = (self.root / objects).resolve()
+        self._status = WorktreeStatus(git=self._git, git_dir=self._git_dir)
         try:
             # Reads (HEAD, ancestry, tree entries) and object writes; refs, the index, the
             # working tree and the config are written by git children.
@@ -321,7 +324,8 @@ class GitAdapter:
             crash_point(CP_AFTER_REF_UPDATE)
             recover(self._git, self._git_dir, head=commit, fresh=True)
             crash_point(CP_AFTER_WRITE)
-            made = commit_info(self._git, commit, instance_id=self._instance_id)
+            made = (written_commit(self._repo, commit, instance_id=self._instance_id)
+                    or commit_info(self._git, commit, instance_id=self._instance_id))
             self._index.record(made)
             return self._receipt(made)
 
@@ -431,7 +435,7 @@ class GitAdapter:
         return str(commit.id), str(commit.tree_id)
 
     def _dirty_entries(self) -> list[dict[str, Any]]:
-        return dirty_entries(self._git, self._git_dir)
+        return dirty_entries(self._status, self._git_dir)
 
     def _receipt(self, commit: LoggedCommit) -> Receipt:
         return receipt_of(commit, namespace=self.namespace, instance_id=self._instance_id)

@@ -28,10 +28,13 @@ the committer date. Imports nothing from Django.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+import pygit2
 
 from runtime.adapters.fence import fence_read
 from runtime.adapters.git_process import GitProcess
@@ -56,6 +59,7 @@ BLANK_MESSAGE_TITLE = b"(empty commit message)"
 title, never as trailers. :func:`original_message` takes it out again."""
 
 _BLOCK_START = f"\n\n{TRAILER_KEY}: ".encode("ascii")
+_COMMITTER_STAMP = re.compile(rb"> (\d+) [+-]\d{4}\Z")
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,55 @@ def commit_info(git: GitProcess, sha: str, *, instance_id: str) -> LoggedCommit:
     """One commit read back the way :func:`ratchet_commits` reads it."""
     out = git.run(["log", "-1", "-z", LOG_FORMAT, sha, "--"]).stdout
     return parse_log_record(out.rstrip(b"\0"), instance_id=instance_id)
+
+
+def written_commit(repo: pygit2.Repository, sha: str, *, instance_id: str
+                   ) -> LoggedCommit | None:
+    """A commit the adapter has just written, read back from the object database in-process,
+    equal to what :func:`commit_info` would read; None when only git can say (the caller asks it).
+
+    The adapter writes its commits itself (:func:`runtime.adapters.git_trees.write_commit`):
+    header lines, a blank line, then the message whose last paragraph is the Ratchet trailer
+    block, one ``Name: value`` line each. git's ``%(trailers:only,unfold)`` prints exactly those
+    lines for such a message, so they are read here the way :func:`parse_log_record` reads
+    git's output. A commit with an ``encoding`` header is left to git (``git log`` re-encodes its
+    message to UTF-8), and so is anything this function does not recognise.
+
+    Raises:
+        AdapterStoreCorruptError: the object is missing or is not a commit.
+    """
+    try:
+        kind, raw = repo.odb.read(sha)
+    except (pygit2.GitError, KeyError, ValueError):
+        raise AdapterStoreCorruptError("the commit just written cannot be read back",
+                                       instance_id=instance_id, commit=sha) from None
+    if kind != pygit2.enums.ObjectType.COMMIT:
+        raise AdapterStoreCorruptError("the object just written is not a commit",
+                                       instance_id=instance_id, commit=sha)
+    header, _, message = raw.partition(b"\n\n")
+    tree, parents, committed = None, [], None
+    for line in header.split(b"\n"):
+        name, _, value = line.partition(b" ")
+        if name == b"tree":
+            tree = value.decode("ascii", "replace")
+        elif name == b"parent":
+            parents.append(value.decode("ascii", "replace"))
+        elif name == b"committer":
+            stamp = _COMMITTER_STAMP.search(value)
+            committed = int(stamp.group(1)) if stamp else None
+        elif name == b"encoding":
+            return None
+    at = message.rfind(_BLOCK_START)
+    if tree is None or committed is None or at < 0 or not message.endswith(b"\n"):
+        return None
+    trailers: dict[str, list[str]] = {}
+    for line in message[at + 2:-1].split(b"\n"):
+        name_text, sep, value_text = line.decode("utf-8", "replace").partition(":")
+        if not sep or not name_text or name_text[0].isspace():
+            return None
+        trailers.setdefault(name_text.strip().lower(), []).append(value_text.strip())
+    return LoggedCommit(sha=sha, tree=tree, parents=tuple(parents), committed_epoch=committed,
+                        trailers={k: tuple(v) for k, v in trailers.items()})
 
 
 def find_key(commits: Iterable[LoggedCommit], key: str, *, instance_id: str

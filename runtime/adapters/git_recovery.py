@@ -151,10 +151,19 @@ def git_lock_files(git_dir: Path) -> list[str]:
         for entry in os.scandir(git_dir):
             if entry.name.endswith(".lock") and entry.name != LOCK_FILE:
                 found.append(entry.name)
-    for sub in ("refs", "logs", "reftable"):
-        for directory, _dirs, files in os.walk(git_dir / sub):
-            rel = Path(directory).relative_to(git_dir).as_posix()
-            found.extend(f"{rel}/{name}" for name in files if name.endswith(".lock"))
+    # Plain strings, not Path objects: this runs on every look at the environment.
+    pending = [(os.path.join(git_dir, sub), sub) for sub in ("refs", "logs", "reftable")]
+    while pending:
+        directory, rel = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                pending.append((entry.path, f"{rel}/{entry.name}"))
+            elif entry.name.endswith(".lock"):
+                found.append(f"{rel}/{entry.name}")
     return sorted(found)
 
 

@@ -2,7 +2,8 @@
 
 The fingerprint (DESIGN.md section 3, environment; section 5, drift) is a typed digest
 (``DigestKind.ENVIRONMENT``) over ``{"tree": HEAD's tree sha, "dirty": sorted entries}``: one
-``{xy, path, content}`` per ``git status`` entry, ``content`` being the sha256 of what is in the
+``{xy, path, content}`` per ``git status`` entry (asked in-process first,
+:mod:`runtime.adapters.git_status`), ``content`` being the sha256 of what is in the
 working tree (or the link target), plus one ``{"xy": "LK", "path": ".git/<name>"}`` per git lock
 file in ``.git``. Callers run recovery first, so a lock still there belongs to a process
 outside Ratchet. Imports nothing from Django.
@@ -20,6 +21,7 @@ from typing import Any
 
 from runtime.adapters.git_process import GitProcess
 from runtime.adapters.git_recovery import Operation, git_lock_files, journal_begin, journal_end
+from runtime.adapters.git_status import WorktreeStatus
 from runtime.core.canonical import DigestKind, digest
 from runtime.errors import AdapterStoreCorruptError
 
@@ -80,17 +82,20 @@ def display_path(path_bytes: bytes) -> str:
     return path_bytes.decode("utf-8", "backslashreplace")
 
 
-def dirty_entries(git: GitProcess, git_dir: Path) -> list[dict[str, Any]]:
-    """Uncommitted entries and git lock files, sorted (see the module docstring)."""
-    out = git.run(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
-                   "--ignore-submodules=none"], env={"GIT_OPTIONAL_LOCKS": "0"}).stdout
-    entries = []
-    for record in out.split(b"\0"):
-        if len(record) < 4:
-            continue
-        path = record[3:]
-        entries.append({"xy": record[:2].decode("ascii", "replace"), "path": display_path(path),
-                        "content": _worktree_digest(git.root, path)})
+def dirty_entries(status: WorktreeStatus, git_dir: Path) -> list[dict[str, Any]]:
+    """Uncommitted entries and git lock files, sorted (see the module docstring).
+
+    Args:
+        status: the repository's :class:`WorktreeStatus` (libgit2 first, git when it sees
+            anything: the entries are always git's).
+        git_dir: the repository's ``.git`` directory (for the lock files).
+
+    Raises:
+        AdapterCommandError: git failed.
+    """
+    root = status.root
+    entries = [{"xy": xy.decode("ascii", "replace"), "path": display_path(path),
+                "content": _worktree_digest(root, path)} for xy, path in status.records()]
     entries.extend({"xy": LOCK_ENTRY, "path": f".git/{name}", "content": None}
                    for name in git_lock_files(git_dir))
     return sorted(entries, key=lambda e: (e["path"], e["xy"]))

@@ -7,9 +7,10 @@ is dropped. A run frozen for review keeps its pending write, receipt and open ca
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import router, transaction
 
 import runtime.dispatch
+from runtime.compiled_updates import compiled_rows
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
 from runtime.engine.freeze import run_stop
@@ -54,7 +55,11 @@ def run_request_cancel(*, run_id: str, requested_by: str) -> str:
 
 def cancel_requested(session: RunSession) -> bool:
     """Whether an operator asked this run to stop (read from the database, not the checkpoint)."""
-    return Run.objects.filter(run_id=session.run_id, cancel_requested=True).exists()
+    # Compiled once per process: read before every step.
+    return bool(compiled_rows(
+        alias=router.db_for_read(Run), shape=("cancel_requested",),
+        build=lambda s: Run.objects.filter(run_id=s["run_id"], cancel_requested=True).values_list("pk")[:1],
+        slots={"run_id": session.run_id}))
 
 
 def run_cancel(session: RunSession) -> None:

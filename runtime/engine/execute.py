@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from runtime.adapters.deadline import CommitDeadline, adapter_takes_deadline, deadline_measure
 from runtime.approval_checks import approval_problem
-from runtime.attachments import attachment_blob
 from runtime.core.checkpoint import PendingAction, StopReason
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.evidence import approval_digest
@@ -31,6 +30,7 @@ from runtime.session import (
     RunSession,
     observation_json,
     observation_matches,
+    session_blob,
     session_commit,
     session_heartbeat,
 )
@@ -104,7 +104,7 @@ def _pending_execute(session: RunSession) -> None:
                 idempotency_key=key,
                 intent_digest=pending.intent_digest,
                 fencing_token=session.lease.lease_version,
-                blobs=attachment_blob,
+                blobs=lambda digest: session_blob(session, digest),
                 approval_digest=_approval_digest(pending),
                 **deadline,
             )

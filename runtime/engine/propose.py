@@ -27,7 +27,14 @@ from runtime.engine.complete import run_complete
 from runtime.engine.freeze import run_freeze, run_stop
 from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, PolicyViolationError
 from runtime.planners.base import Done, PlannerStep, planner_state_check
-from runtime.session import RunSession, observation_json, observation_matches, session_commit
+from runtime.session import (
+    RunSession,
+    observation_json,
+    observation_matches,
+    session_blob,
+    session_blob_put,
+    session_commit,
+)
 from runtime.taskspec import needs_approval, policy_check
 from runtime.trace import trace_append
 
@@ -54,6 +61,7 @@ def write_propose(session: RunSession) -> None:
                    extra={"observed": observation_json(obs)})
         return
     crash_point(CP_BEFORE_PROPOSE)
+    session.proposed_blobs.clear()  # only the newest proposal's blobs are kept
     bind_run = getattr(session.planner, "bind_run", None)
     if callable(bind_run):  # optional hook: a planner that traces its own events (DESIGN.md section 6.7)
         run_id = session.run_id
@@ -63,8 +71,8 @@ def write_propose(session: RunSession) -> None:
     try:
         # A copy: the planner must return its new state, never change the committed one in place.
         answer = session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),
-                                         observation=obs, put_blob=lambda data: attachment_put(
-                                             data=data, row_writes=session.within_commit))
+                                         observation=obs,
+                                         put_blob=lambda data: session_blob_put(session, data))
         proposal, new_state = (answer.proposal, answer.state) if isinstance(answer, PlannerStep) else (
             answer, state.planner_state)
         if not isinstance(proposal, Action | Done):
@@ -100,7 +108,7 @@ def write_propose(session: RunSession) -> None:
         raise EngineError("derived key is quarantined; the replan epoch did not advance", run_id=session.run_id,
                           idempotency_key=key)
     intent = action.intent_digest()
-    expected_post = session.adapter.predict_post_state(action, blobs=attachment_blob)
+    expected_post = session.adapter.predict_post_state(action, blobs=lambda d: session_blob(session, d))
     approval = needs_approval(state.scope, action)
     state.pending = PendingAction(
         action=action,
@@ -117,7 +125,7 @@ def write_propose(session: RunSession) -> None:
                                "action": action.model_dump(mode="json"), "requires_approval": approval,
                                "expected_post_fingerprint": expected_post}
     if approval:
-        diff = session.adapter.dry_run_diff(action, blobs=attachment_blob)
+        diff = session.adapter.dry_run_diff(action, blobs=lambda d: session_blob(session, d))
         payload["dry_run_diff"] = attachment_put(data=diff.encode(), content_type="text/x-diff",
                                                  row_writes=session.within_commit)
         state.phase = transition(state.phase, Event.APPROVAL_REQUIRED)

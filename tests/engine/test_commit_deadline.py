@@ -18,6 +18,7 @@ from runtime.approvals import approval_grant, approval_refresh, approvals_waitin
 from runtime.core.checkpoint import StopReason
 from runtime.db_clock import db_now
 from runtime.engine import run_advance, run_start
+from runtime.session import RunSession
 from tests.engine.legacy_plugin import LegacyWorkspace
 from tests.engine.support import trace_events
 from tests.factories import write_scripted_task
@@ -51,16 +52,16 @@ def _grant(run_id: str, ttl: float):
     return item, granted
 
 
-def _slow_blobs(monkeypatch: pytest.MonkeyPatch, expires_at) -> Callable[[str], bytes]:
+def _slow_blobs(monkeypatch: pytest.MonkeyPatch, expires_at) -> Callable[[RunSession, str], bytes]:
     """The adapter's blob fetch (before its commit point) lasts until the approval has expired
     by the database clock: a slow call whose length the test controls, not a timed race."""
-    fetch = execute_module.attachment_blob
+    fetch = execute_module.session_blob
 
-    def slow(digest: str) -> bytes:
+    def slow(session: RunSession, digest: str) -> bytes:
         wait_for(lambda: db_now() > expires_at, timeout=60, what="the approval to expire during the call")
-        return fetch(digest)
+        return fetch(session, digest)
 
-    monkeypatch.setattr(execute_module, "attachment_blob", slow)
+    monkeypatch.setattr(execute_module, "session_blob", slow)
     return fetch
 
 
@@ -81,7 +82,7 @@ def test_it_refuses_to_commit_a_write_after_its_approval_deadline(tmp_path, monk
     assert expired["late_by_seconds"] >= 0
 
     # A fresh approval lets the same write run, once.
-    monkeypatch.setattr(execute_module, "attachment_blob", fetch)
+    monkeypatch.setattr(execute_module, "session_blob", fetch)
     approval_refresh(run_id=run_id, approver="olivia", environment_fingerprint=item.environment_fingerprint)
     assert run_advance(run_id=run_id, worker="worker-a").phase == "completed"
     assert [r.idempotency_key for r in adapter.receipts()].count(item.idempotency_key) == 1
