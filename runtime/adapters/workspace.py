@@ -161,7 +161,7 @@ class WorkspaceAdapter:
             entries = workspace_scan(self.root, skip=JOURNAL_DIR)
         return Observation(
             instance_id=self._instance_id,
-            version=f"w{len(journal.committed)}",
+            version=f"w{journal.count}",
             state_fingerprint=workspace_fingerprint(entries),
             kind=KIND,
             attachments={"listing.txt": workspace_listing(entries)},
@@ -205,7 +205,7 @@ class WorkspaceAdapter:
         with self._locked():
             journal = self._recover_locked()
             self._check_fence(journal, fencing_token, idempotency_key)
-            existing = journal.by_key.get(idempotency_key)
+            existing = journal.receipt(idempotency_key)
             if existing is not None:
                 self._raise_fence(fencing_token)
                 return existing
@@ -254,13 +254,13 @@ class WorkspaceAdapter:
         if idempotency_key in journal.dangling:
             raise ReceiptIndeterminateError(instance_id=self._instance_id,
                                             idempotency_key=idempotency_key)
-        return journal.by_key.get(idempotency_key)
+        return journal.receipt(idempotency_key)
 
     def receipts(self) -> list[Receipt]:
         """All committed receipts, oldest first, from a full read of the journal (the audit)."""
         with self._locked():
             journal = self._recover_locked(full=True)
-        return list(journal.committed)
+        return journal.receipts()
 
     def predict_post_state(self, action: Action, *, blobs: BlobSource) -> str:
         """The fingerprint after applying ``action`` to the current content; changes nothing.

@@ -71,23 +71,46 @@ def _now() -> datetime:
 class JournalState:
     """The journal replayed into memory: committed receipts and writes still in flight.
 
+    A committed receipt is kept as its canonical JSON (checked when its line was read) and
+    parsed again only when asked for: a parsed receipt takes about four times the memory, and a
+    worker keeps its last reads for the length of a run (:data:`LAST_READS`).
+
     Attributes:
-        committed: receipts in journal order (oldest first); the workspace version is its length.
-        by_key: the same receipts by idempotency key.
+        by_key: canonical receipt JSON by idempotency key, in journal order (oldest first);
+            the workspace version is its length.
         dangling: ``prepared`` records with no ``committed`` or ``aborted`` record yet, by key.
         max_token: the newest fencing token any ``prepared`` record carries (0 if none).
     """
 
-    committed: list[Receipt] = field(default_factory=list)
-    by_key: dict[str, Receipt] = field(default_factory=dict)
+    by_key: dict[str, bytes] = field(default_factory=dict)
     dangling: dict[str, Record] = field(default_factory=dict)
     max_token: int = 0
+
+    @property
+    def count(self) -> int:
+        """How many writes are committed."""
+        return len(self.by_key)
+
+    def receipt(self, key: str) -> Receipt | None:
+        """The committed receipt under ``key``, or None.
+
+        Raises:
+            AdapterStoreCorruptError: the kept JSON does not validate (it did when its line was
+                read, so only a changed receipt model would see this).
+        """
+        raw = self.by_key.get(key)
+        return None if raw is None else receipt_from_json(raw, where=f"the receipt of {key}")
+
+    def receipts(self) -> list[Receipt]:
+        """Every committed receipt, oldest first."""
+        return [receipt_from_json(raw, where=f"the receipt of {key}")
+                for key, raw in self.by_key.items()]
 
 
 def _copy(state: JournalState) -> JournalState:
     """A copy callers may change freely (receipts and records are never changed in place)."""
-    return JournalState(committed=list(state.committed), by_key=dict(state.by_key),
-                        dangling=dict(state.dangling), max_token=state.max_token)
+    return JournalState(by_key=dict(state.by_key), dangling=dict(state.dangling),
+                        max_token=state.max_token)
 
 
 TAIL_BYTES = 64
@@ -184,15 +207,15 @@ class ReceiptJournal:
 
         ``committed_at`` (aware UTC) is the receipt's commit time; None: this process's clock now.
 
-        The receipt is numbered after the ``journal.committed`` receipts, and ``journal`` is
+        The receipt is numbered after the receipts ``journal`` holds, and ``journal`` is
         updated to hold it.
         """
-        receipt = self._receipt(prepared, number=len(journal.committed) + 1,
+        receipt = self._receipt(prepared, number=journal.count + 1,
                                 committed_at=committed_at or _now(), recovered=recovered)
-        self.append({"type": "committed", "key": prepared["key"],
-                     "receipt": receipt.model_dump(mode="json")})
-        journal.committed.append(receipt)
-        journal.by_key[prepared["key"]] = receipt
+        stored = receipt.model_dump(mode="json")
+        self.append({"type": "committed", "key": prepared["key"], "receipt": stored})
+        # The bytes a later read of this line keeps, so a kept read and a fresh one agree.
+        journal.by_key[prepared["key"]] = canonical_json(stored)
         journal.dangling.pop(prepared["key"], None)
         return receipt
 
@@ -342,12 +365,11 @@ class ReceiptJournal:
             elif kind == "committed":
                 if journal.dangling.pop(key, None) is None:
                     raise self._corrupt("committed record without a prepared one", line=number)
-                receipt = receipt_from_json(canonical_json(record.get("receipt")),
-                                            where=f"journal line {number}")
+                raw = canonical_json(record.get("receipt"))
+                receipt = receipt_from_json(raw, where=f"journal line {number}")
                 if receipt.idempotency_key != key:
                     raise self._corrupt("committed receipt carries another key", line=number)
-                journal.committed.append(receipt)
-                journal.by_key[key] = receipt
+                journal.by_key[key] = raw
             elif kind == "aborted":
                 if journal.dangling.pop(key, None) is None:
                     raise self._corrupt("aborted record without a prepared one", line=number)

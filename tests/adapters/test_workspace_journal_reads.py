@@ -108,3 +108,21 @@ def test_a_new_adapter_object_in_the_same_process_reads_on_from_the_last_read(
 
     assert workspace_env.reopen().observe().version == "w5"
     assert parsed == [2], "a worker's next batch opens a new adapter and reads on"
+
+
+def test_a_kept_read_holds_receipts_as_checked_json_and_agrees_with_a_fresh_read(
+        workspace_env: Env) -> None:
+    made = [workspace_env.execute(workspace_env.write(f"f{n}.txt", b"x\n"), f"key-{n}")
+            for n in range(5)]
+    journal = ReceiptJournal(_journal(workspace_env), instance_id=workspace_env.adapter.instance_id(),
+                             namespace=made[0].namespace,
+                             adapter_version=made[0].adapter_version)
+
+    kept = journal.load()
+    fresh = journal.load(full=True)
+
+    # A worker keeps its reads for a whole run: bytes, not parsed models (a quarter the memory).
+    assert all(isinstance(raw, bytes) for raw in kept.by_key.values())
+    assert kept.by_key == fresh.by_key and kept.count == 5
+    assert kept.receipts() == made == fresh.receipts()
+    assert kept.receipt("key-3") == made[3] and kept.receipt("key-9") is None
