@@ -15,7 +15,9 @@ from collections.abc import Callable
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.db import router
 
+from runtime.compiled_updates import compiled_insert, compiled_rows
 from runtime.core.canonical import check_digest, digest_bytes
 from runtime.errors import AttachmentError, DigestFormatError
 from runtime.models import Attachment
@@ -61,7 +63,7 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
     data = bytes(data)
     digest = digest_bytes(data)
     name = storage_name(digest)
-    if Attachment.objects.filter(digest=digest).exists() and default_storage.exists(name):
+    if _row_exists(digest) and default_storage.exists(name):
         return digest
     if _stored_digest(name) != digest:
         if default_storage.exists(name):
@@ -80,13 +82,23 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
     if row_writes is not None:
         row = Attachment(digest=digest, size=len(data), content_type=content_type[:100],
                          storage_name=name)
-        row_writes.append(lambda: Attachment.objects.bulk_create([row], ignore_conflicts=True))
+        row_writes.append(lambda: compiled_insert(alias=router.db_for_write(Attachment), objs=[row],
+                                                  ignore_conflicts=True))
         return digest
     Attachment.objects.get_or_create(
         digest=digest,
         defaults={"size": len(data), "content_type": content_type[:100], "storage_name": name},
     )
     return digest
+
+
+def _row_exists(digest: str) -> bool:
+    # Compiled once per process: a step puts several attachments (the planner's blobs, the
+    # observation's evidence), and building the ORM query cost more than running it.
+    return bool(compiled_rows(
+        alias=router.db_for_read(Attachment), shape=("attachment_exists",),
+        build=lambda s: Attachment.objects.filter(digest=s["digest"]).values_list("pk")[:1],
+        slots={"digest": digest}))
 
 
 def attachment_get(*, digest: str) -> bytes:

@@ -127,11 +127,23 @@ def plugin(options: type[BaseModel]) -> Callable[[F], F]:
     return mark
 
 
+@dataclass(frozen=True)
+class _Registered:
+    """An entry point and the name of the distribution that declares it (None: none does)."""
+
+    value: str
+    distribution: str | None
+
+
 @functools.cache
-def _entry_points(group: str) -> dict[str, importlib.metadata.EntryPoint]:
-    found: dict[str, importlib.metadata.EntryPoint] = {}
+def _entry_points(group: str) -> dict[str, _Registered]:
+    # The distribution's name is read here, once per process: ``Distribution.name`` parses the
+    # package's METADATA file on every access, and a run session loads a dozen plug-ins.
+    found: dict[str, _Registered] = {}
     for ep in importlib.metadata.entry_points(group=group):
-        found.setdefault(ep.name, ep)  # the first installed distribution wins, as pip resolves it
+        if ep.name not in found:  # the first installed distribution wins, as pip resolves it
+            found[ep.name] = _Registered(value=ep.value,
+                                         distribution=ep.dist.name if ep.dist is not None else None)
     return found
 
 
@@ -212,10 +224,8 @@ def plugin_load(*, group: str, name: str, entry: str | None = None) -> LoadedPlu
             known = ", ".join(plugin_names(group)) or "none"
             raise PluginNotFoundError(f"no {group} plug-in named {name!r:.80}; installed: {known}",
                                       group=group, plugin=name[:80])
-        ref = ep.value
-        dist = ep.dist
-        distribution = dist.name if dist is not None else None
-        version = _version_of(dist.name) if dist is not None else None
+        ref, distribution = ep.value, ep.distribution
+        version = _version_of(distribution) if distribution is not None else None
     obj = _import(group, name, ref)
     options_model = getattr(obj, "Options", None)
     if not (isinstance(options_model, type) and issubclass(options_model, BaseModel)) or not callable(obj):
