@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import router, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from runtime.compiled_updates import compiled_insert, compiled_rows, compiled_update
 from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.errors import RunNotFoundError, TraceChainError
 from runtime.metrics import metrics_events_count, metrics_labels_remember
@@ -197,15 +198,21 @@ def trace_append_txn(
         raise ValueError("event_type must be 1-64 characters")
     body = dict(payload)
     canonical_json(body)  # fail before touching the database
-    head = (Run.objects.filter(run_id=run_id)
-            .values("trace_seq", "trace_head", "tenant_id", "task_id", "phase").first())
-    if head is None:
+    # Compiled once per process (here and below): leases, recoveries and approvals append
+    # events outside the commit path, several per run a worker picks up.
+    heads = compiled_rows(
+        alias=router.db_for_write(Run), shape=("trace_head_read",),
+        build=lambda s: Run.objects.filter(run_id=s["run_id"]).values_list(
+            "trace_seq", "trace_head", "tenant_id", "task_id", "phase")[:1],
+        slots={"run_id": run_id})
+    if not heads:
         raise RunNotFoundError(run_id=run_id)
-    metrics_labels_remember(run_id, head["tenant_id"], head["task_id"])
+    trace_seq, trace_head, tenant_id, task_id, phase = heads[0]
+    metrics_labels_remember(run_id, tenant_id, task_id)
     # The head anchored on the run row, not the newest stored event, decides what comes next: if
     # the last event was deleted, the next append must not quietly close the gap.
-    seq = head["trace_seq"] + 1
-    prev_hash = head["trace_head"] or genesis_hash(run_id)
+    seq = trace_seq + 1
+    prev_hash = trace_head or genesis_hash(run_id)
     # Microseconds are what both databases keep; the hash must cover exactly what is stored.
     created_at = timezone.now()
     event = TraceEvent(
@@ -226,11 +233,15 @@ def trace_append_txn(
             prev_hash=prev_hash,
         ),
     )
-    event.save()
-    Run.objects.filter(run_id=run_id).update(trace_seq=seq, trace_head=event.hash, updated_at=Now())
+    compiled_insert(alias=router.db_for_write(TraceEvent), objs=[event])
+    compiled_update(alias=router.db_for_write(Run), shape=("trace_head_write",),
+                    build=lambda s: (Run.objects.filter(run_id=s["run_id"]),
+                                     {"trace_seq": s["seq"], "trace_head": s["head"],
+                                      "updated_at": Now()}),
+                    slots={"run_id": run_id, "seq": seq, "head": event.hash})
     _HEADS[run_id] = (seq, event.hash)
     _BUILT.pop(run_id, None)
-    metrics_events_count(run_id=run_id, events=[(event_type, body)], phase_before=head["phase"])
+    metrics_events_count(run_id=run_id, events=[(event_type, body)], phase_before=phase)
     search_terms_record(run_id=run_id, events=[(event_type, body)])
     return event
 
