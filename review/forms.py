@@ -18,7 +18,6 @@ from runtime.core.checkpoint import DecisionKind
 from runtime.core.evidence import DECISION_BOUND_FIELDS
 from runtime.models import CaseStatus, Phase
 
-
 _DAY_ERRORS = {"invalid": "enter a day as YYYY-MM-DD (UTC)"}
 
 

@@ -167,7 +167,8 @@ def run_list(*, filters: Any, cursor: str = "", since: str | None = None,
     Keyset, not ``OFFSET``: the query reads ``RUNS_PER_PAGE + 1`` rows in the ``(column,
     run_id)`` order wherever the page is, and no ``COUNT(*)`` runs (DESIGN.md section 6.8).
     Indexes serve every order: newest first (also per phase), ``updated``, the run id, and
-    tenant, task and phase each then the run id (DESIGN.md section 6.8). Two queries (the page, then the checkpoint verdicts of its rows).
+    tenant, task and phase each then the run id (DESIGN.md section 6.8). Two queries (the page,
+    then the checkpoint verdicts of its rows).
 
     Args:
         filters: what to match (:class:`RunFilters`, or anything with ``apply(queryset)``).

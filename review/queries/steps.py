@@ -37,8 +37,9 @@ SLOTS = 20
 
 @dataclass(frozen=True)
 class Stage:
-    """One event in a step: its ``label`` (stage; ``""`` for an event of no stage), offset and duration until the next event
-    (seconds), and the waterfall slots ``start`` and ``width`` (0..SLOTS)."""
+    """One event in a step: its ``label`` (stage; ``""`` for an event of no stage), offset and
+    duration until the next event (seconds), and the waterfall slots ``start`` and ``width``
+    (0..SLOTS)."""
 
     event: Any
     label: str

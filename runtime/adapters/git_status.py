@@ -74,7 +74,7 @@ class WorktreeStatus:
         self._stamps: tuple[tuple[int, int, int] | None, ...] | None = None
         self._repo: pygit2.Repository | None = None
         self.in_process_answers = 0
-        """How many looks libgit2 answered (tests and the bench read it)."""
+        """How many looks libgit2 answered (the tests read it)."""
 
     def records(self) -> list[StatusRecord]:
         """What ``git status --porcelain=v1 -z --untracked-files=all --no-renames

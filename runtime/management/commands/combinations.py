@@ -61,7 +61,8 @@ class Command(BaseCommand):
 
     def _show(self, options: dict[str, Any]) -> None:
         c = combination_get(combination_id=options["id"])
-        self.stdout.write(f"{c.combination_id}\nstate {c.state}, share {c.share:g}, queue {combination_queue(c.combination_id)}")
+        queue = combination_queue(c.combination_id)
+        self.stdout.write(f"{c.combination_id}\nstate {c.state}, share {c.share:g}, queue {queue}")
         self.stdout.write(json.dumps(c.fields, indent=2, sort_keys=True))
         for e in c.history.order_by("id"):
             self.stdout.write(f"{e.at:%Y-%m-%d %H:%M:%S} {e.kind} by {e.actor}: {e.reason}")
