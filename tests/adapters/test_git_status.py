@@ -150,7 +150,8 @@ def test_a_gitlink_in_the_index_is_asked_of_git(tree: Path) -> None:
 
 def test_a_local_autocrlf_the_git_child_overrides_is_asked_of_git(tree: Path) -> None:
     git(tree, "config", "core.autocrlf", "true")
-    (tree / "README.md").write_bytes(b"# demo\r\n")  # clean to libgit2 with autocrlf, not to git
+    # The git child runs with autocrlf off: a CRLF copy of an LF file is a change to it.
+    (tree / "README.md").write_bytes(b"# demo\r\n")
     status = _status(tree)
 
     assert status.records() == _git_says(tree) == [(b" M", b"README.md")]
