@@ -7,7 +7,9 @@ starts then: a kill during the lease wait after the previous kill would prove no
 
 When kills remain, the delay is drawn from a seeded RNG, uniform in ``[0, window]``, where the
 window is sized from the progress measured so far (seconds per committed generation) so the
-remaining kills spread over the remaining run instead of all landing near its start. With
+remaining kills spread over the remaining run instead of all landing near its start. Until a
+pace was measured, the first child is watched for its first two generations and its kill drawn
+from then on, so a run faster than any guess still has its kills inside it. With
 probability ``git_share`` the kill then waits (up to two seconds) until a ``git`` process is
 alive in the child's group, so a fixed share of kills lands inside git. The RNG fixes the
 sequence of delays and choices; timing on a real machine still varies, as real crashes do.
@@ -46,6 +48,9 @@ _TAKEOVER_ERRORS = frozenset({"LeaseHeldError", "LeaseLostError", "StaleGenerati
 """A child that lost (or never got) the lease stopped as designed: the next child takes over."""
 _MAX_TAKEOVERS = 50
 _MIN_WINDOW_SECONDS = 0.05
+_PACE_SAMPLE_GENERATIONS = 2
+"""Generations the first child is watched for before its kill is drawn (the pace until then is a
+guess)."""
 
 
 @dataclass
@@ -115,6 +120,8 @@ class KillPlan:
     git_share: float
     rng: random.Random = field(init=False)
     seconds_per_generation: float = _FIRST_GUESS_SECONDS_PER_GENERATION
+    paced: bool = False
+    """True once the pace was measured on a child (before that it is only a guess)."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -202,9 +209,19 @@ def _kill_when_due(proc: subprocess.Popen[bytes], *, log: ChaosLog, record: Chil
                                          timeout=child_timeout):
         return None
     driving_from = time.monotonic()
+    if not plan.paced:
+        # No pace measured yet: a guess can be far too slow for a fast run, and every kill would
+        # then land after the run ended. Watch the first generations go by, then draw the delay.
+        first = _generation(run_id)
+        _wait_until(lambda: _generation(run_id) - first >= _PACE_SAMPLE_GENERATIONS, proc_alive=alive,
+                    timeout=child_timeout)
+        if (advanced := _generation(run_id) - first) > 0:
+            plan.seconds_per_generation = (time.monotonic() - driving_from) / advanced
+            plan.paced = True
+    counted_from = time.monotonic()
     delay = plan.next_delay(remaining_generations=generations_hint - _generation(run_id))
     wants_git = plan.wants_git()
-    _wait_until(lambda: time.monotonic() - driving_from >= delay, proc_alive=alive, timeout=delay + 1.0)
+    _wait_until(lambda: time.monotonic() - counted_from >= delay, proc_alive=alive, timeout=delay + 1.0)
     if wants_git:
         # A git call of the adapter lasts milliseconds: look for one far more often than usual.
         _wait_until(lambda: bool(group_runs_git(proc.pid)), proc_alive=alive, timeout=_GIT_WAIT_SECONDS,
@@ -275,6 +292,7 @@ def chaos_drive(*, task: Path, generations_hint: int, plan: KillPlan, lease_seco
             worked_seconds += time.monotonic() - (driving_from or t0)
             worked_generations += record.generations
             plan.seconds_per_generation = worked_seconds / worked_generations
+            plan.paced = True
         log.children.append(record)
         if on_child is not None:
             on_child(record)
