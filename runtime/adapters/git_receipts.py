@@ -123,15 +123,20 @@ def parse_log_record(record: bytes, *, instance_id: str) -> LoggedCommit:
     fields = record.decode("utf-8", "replace").strip("\n").split("\x1f")
     if len(fields) != 5 or not fields[3].isdigit():
         raise AdapterStoreCorruptError("unexpected git log record", instance_id=instance_id)
-    trailers: dict[str, list[str]] = {}
-    for item in fields[4].split("\x1e"):
-        name, sep, value = item.partition(":")
-        if sep:
-            # git matches trailer keys case-insensitively; so do we.
-            trailers.setdefault(name.strip().lower(), []).append(value.strip())
     return LoggedCommit(sha=fields[0], tree=fields[1], parents=tuple(fields[2].split()),
                         committed_epoch=int(fields[3]),
-                        trailers={k: tuple(v) for k, v in trailers.items()})
+                        trailers=_trailer_map(fields[4].split("\x1e")))
+
+
+def _trailer_map(items: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """``Name: value`` items by lower-case name (git matches trailer keys case-insensitively;
+    so do we); an item without a colon is not a trailer."""
+    trailers: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if sep:
+            trailers.setdefault(name.strip().lower(), []).append(value.strip())
+    return {k: tuple(v) for k, v in trailers.items()}
 
 
 def ratchet_commits(git: GitProcess, *, instance_id: str, base: str | None,
@@ -197,14 +202,11 @@ def written_commit(repo: pygit2.Repository, sha: str, *, instance_id: str
     at = message.rfind(_BLOCK_START)
     if tree is None or committed is None or at < 0 or not message.endswith(b"\n"):
         return None
-    trailers: dict[str, list[str]] = {}
-    for line in message[at + 2:-1].split(b"\n"):
-        name_text, sep, value_text = line.decode("utf-8", "replace").partition(":")
-        if not sep or not name_text or name_text[0].isspace():
-            return None
-        trailers.setdefault(name_text.strip().lower(), []).append(value_text.strip())
+    lines = message[at + 2:-1].decode("utf-8", "replace").split("\n")
+    if any(":" not in line or line[:1].isspace() or line.startswith(":") for line in lines):
+        return None  # not a block this adapter wrote: let git read it
     return LoggedCommit(sha=sha, tree=tree, parents=tuple(parents), committed_epoch=committed,
-                        trailers={k: tuple(v) for k, v in trailers.items()})
+                        trailers=_trailer_map(lines))
 
 
 def find_key(commits: Iterable[LoggedCommit], key: str, *, instance_id: str
