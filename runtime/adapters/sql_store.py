@@ -75,16 +75,19 @@ def store_check_txn(conn: Connection) -> tuple[str, int]:
     missing = [name for name in ADAPTER_TABLES if name not in present]
     if missing:
         raise SqlReceiptStoreMissingError(missing=",".join(missing))
-    row = conn.execute(text(f"SELECT instance_id, version FROM {INSTANCE} WHERE id = 1")).first()
-    fence = conn.execute(text(f"SELECT token FROM {FENCE} WHERE id = 1")).first()
-    if row is None or fence is None:
+    # One statement, so one snapshot: under READ COMMITTED, separate reads of the counter and of
+    # the receipt rows could straddle another writer's commit and see them disagree.
+    row = conn.execute(text(
+        f"SELECT i.instance_id, i.version, (SELECT COUNT(*) FROM {RECEIPTS}), "
+        f"(SELECT COALESCE(MAX(seq), 0) FROM {RECEIPTS}) "
+        f"FROM {INSTANCE} i JOIN {FENCE} f ON f.id = 1 WHERE i.id = 1")).first()
+    if row is None:
         raise SqlReceiptStoreMissingError("the adapter's instance or fence row is missing")
-    count, top = conn.execute(text(f"SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM {RECEIPTS}")).one()
-    version = int(row[1])
-    if int(count) != version or int(top) != version:
+    instance_id, version, count, top = str(row[0]), int(row[1]), int(row[2]), int(row[3])
+    if count != version or top != version:
         raise AdapterStoreCorruptError("receipt rows do not match the adapter's version counter",
-                                       instance_id=row[0], version=version, receipt_rows=int(count))
-    return str(row[0]), version
+                                       instance_id=instance_id, version=version, receipt_rows=count)
+    return instance_id, version
 
 
 def instance_read_txn(conn: Connection) -> tuple[str, int]:
