@@ -187,11 +187,10 @@ def restored_verify(
         )
     if run.generation != hwm.generation:
         logger.warning(
-            "run %s: the run row says generation %d but the HWM says %d; the commit of generation "
-            "%d crashed after its commit point and its trace events were lost",
+            "run %s: the run row says generation %d but the HWM says %d (a commit raced this "
+            "read, or an earlier release's commit stopped after its mark moved)",
             run.run_id,
             run.generation,
-            hwm.generation,
             hwm.generation,
         )
     return Restored(

@@ -19,13 +19,15 @@ statements of a commit and of a restore (all but the HWM read) are compiled by t
 process and then only refilled (``runtime.compiled_updates``): the same SQL, without rebuilding
 it every time.
 
-**HWM in its own database** (``RATCHET_HWM_DATABASE_URL``): three transactions -- (a) under the
-fenced row lock, drop uncovered ledger orphans, insert the ledger and checkpoint rows, commit;
-(b) the fenced run-row UPDATE, then the HWM CAS commits in its own database while the run row
-stays locked (the commit point); (c) the trace rows and the main commit. DESIGN.md section 4.3
-gives the crash windows and why this order is safe.
+**The mark in its own database** (the default, DESIGN.md section 4.2): two transactions -- the
+steps above without the mark (the run row also names g+1's digest, and ledger rows no committed
+checkpoint covers are dropped first) commit on the main database, the commit point; then the
+mark's compare-and-set commits in its own. A crash in between leaves the mark one behind the
+run row; ``runtime.mark_completion`` moves it before anything reads it as committed. DESIGN.md
+section 4.3 gives the crash windows and why this order is safe.
 
-Restore (:func:`checkpoint_restore`) loads only the checkpoint the HWM names, checks it as
+Restore (:func:`checkpoint_restore`) completes such a mark, then loads only the checkpoint the
+HWM names, checks it as
 ``runtime.checkpoint_checks`` describes, verifies the receipts ledger against the head it signs
 (incrementally per process; in full for :func:`checkpoint_verify`) and attaches it; a ledger
 that does not verify freezes the run with a review case. Sealing is ``runtime.core.envelope``;
@@ -64,10 +66,11 @@ from runtime.errors import (
     RunExistsError,
     RunNotFoundError,
 )
-from runtime.high_water_marks import HighWaterMarkInfo, hwm_create, hwm_read
+from runtime.high_water_marks import HighWaterMarkInfo, hwm_create
 from runtime.keys import keyring_for
 from runtime.leases import Lease, lease_acquire
 from runtime.ledger import LedgerRows, ledger_committed, ledger_failure_freeze, ledger_verify
+from runtime.mark_completion import hwm_committed
 from runtime.models import Checkpoint, Run
 from runtime.trace import trace_events_check
 
@@ -98,6 +101,7 @@ def checkpoint_commit(
     environment_version: str = "",
     renew_seconds: float | None = None,
     within: Sequence[Callable[[], None]] = (),
+    release: bool = False,
 ) -> CommitResult:
     """Commit ``state`` as generation ``expected_generation + 1`` (DESIGN.md section 4).
 
@@ -117,6 +121,9 @@ def checkpoint_commit(
             the returned lease's ``expires_at`` is then this process's estimate.
         within: callables run inside the commit transaction after the fence (the engine's
             receipt-cache row), so they commit or roll back with the checkpoint.
+        release: give the lease up in the same fenced UPDATE and trace ``lease.released`` after
+            ``checkpoint.committed`` (a run's last commit: no transaction of its own for the
+            release); ``renew_seconds`` is then ignored and the returned lease is no longer held.
 
     Returns:
         :class:`CommitResult` with the lease's advanced ``state_version``.
@@ -162,13 +169,18 @@ def checkpoint_commit(
         "phase": envelope.payload.phase.value,
         "ledger_length": ledger_head.length,
     }))
+    if release:
+        # The payload runtime.leases.lease_release writes.
+        checked_events.append(("lease.released", {"worker": lease.worker,
+                                                  "lease_version": lease.lease_version}))
     row = Checkpoint(run_id=lease.run_id, generation=generation, envelope=raw, digest=digest,
                      key_id=envelope.key_id, schema_version=envelope.schema_version,
                      lease_version=lease.lease_version)
     plan = CommitPlan(lease=lease, envelope=envelope, row=row, entries=entries,
                        events=checked_events, env_version=env_version,
                        expected_generation=expected_generation, ledger_before=before,
-                       renew_seconds=renew_seconds, within=tuple(within))
+                       renew_seconds=None if release else renew_seconds, within=tuple(within),
+                       release=release)
     try:
         commit_plan_apply(plan)
     except BaseException:
@@ -249,13 +261,15 @@ def run_create(
 
 
 def checkpoint_hwm(*, run_id: str) -> HighWaterMarkInfo:
-    """The run's high-water mark.
+    """The run's high-water mark, after completing a commit it lags behind
+    (``runtime.mark_completion``).
 
     Raises:
         RunNotFoundError: no such run.
         HighWaterMarkMissingError: the HWM row, table or database is missing.
+        HighWaterMarkBehindError and the other errors of ``hwm_committed``.
     """
-    return hwm_read(run=run_load(run_id=run_id))
+    return hwm_committed(run=run_load(run_id=run_id))
 
 
 def checkpoint_restore(
@@ -281,6 +295,8 @@ def checkpoint_restore(
             with a review case.
         RunNotFoundError: no such run.
         HighWaterMarkMissingError: HWM row, table or database missing (fail closed).
+        HighWaterMarkBehindError: the run row is ahead of the mark by more than the one commit
+            ``runtime.mark_completion`` completes.
         CheckpointNotFoundError: nothing committed yet, or the committed row is gone.
         CheckpointCorruptError / UnknownKeyError / BadSignatureError: the stored bytes are not the
             authentic committed envelope.
@@ -292,7 +308,7 @@ def checkpoint_restore(
         VersionMismatchError: task/policy version or version set differ.
     """
     run = _run_row(run_id)
-    hwm = hwm_read(run=run)
+    hwm = hwm_committed(run=run)
     if hwm.generation == 0:
         raise CheckpointNotFoundError("the run has no committed checkpoint yet", run_id=run_id)
     raw = _committed_bytes(run, hwm)

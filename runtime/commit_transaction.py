@@ -1,10 +1,12 @@
 """The transaction(s) of one checkpoint advance (DESIGN.md section 4.3).
 
 ``runtime.checkpoints.checkpoint_commit`` prepares a :class:`CommitPlan` (sealed envelope,
-hashed ledger entries, trace events) and :func:`commit_plan_apply` writes it: in ONE transaction
-when the high-water mark is on the default database, in three (in the order section 4.3
-documents) when it has its own. Split from ``runtime.checkpoints`` so each module stays one
-concept: that one is the protocol's services and restore, this one its write path.
+hashed ledger entries, trace events) and :func:`commit_plan_apply` writes it: ONE transaction
+when the high-water mark is on the default database; with the mark in its own database (the
+default, section 4.2) one transaction on the main database, the commit point, then the mark's
+compare-and-set, which ``runtime.mark_completion`` finishes if the writer dies in between. Split
+from ``runtime.checkpoints`` so each module stays one concept: that one is the protocol's
+services and restore, this one its write path.
 """
 
 from __future__ import annotations
@@ -19,13 +21,18 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Now
 
 from runtime.checkpoint_checks import run_identity_check, run_load
-from runtime.compiled_updates import UpdateBuilder, compiled_insert, compiled_rows, compiled_update
+from runtime.compiled_updates import UpdateBuilder, compiled_insert, compiled_update
 from runtime.core.checkpoint import LedgerHead
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.envelope import CheckpointEnvelope
 from runtime.core.ledger import LedgerEntry
-from runtime.errors import CheckpointInvariantError, LeaseLostError, RunNotFoundError
-from runtime.high_water_marks import hwm_advance
+from runtime.errors import (
+    CheckpointInvariantError,
+    LeaseLostError,
+    RunNotFoundError,
+    StaleGenerationError,
+)
+from runtime.high_water_marks import HighWaterMarkInfo, hwm_advance, hwm_read
 from runtime.leases import Lease, held_by
 from runtime.ledger import ledger_orphans_drop, ledger_rows_add
 from runtime.models import Checkpoint, Run, TraceEvent
@@ -34,17 +41,17 @@ from runtime.trace import trace_head_forget, trace_head_hint, trace_head_remembe
 
 AFTER_LEDGER_ROWS = register(
     "checkpoint.after_ledger_rows",
-    "the ledger entries of g+1 are inserted, its checkpoint row is not: one database, nothing "
-    "committed; split HWM database, the transaction holding both is still open",
+    "the ledger entries of g+1 are inserted, its checkpoint row is not; nothing committed",
 )
 AFTER_APPEND = register(
     "checkpoint.after_append",
-    "checkpoint g+1 and its ledger entries are inserted (committed only with a split HWM "
-    "database); the HWM still says g",
+    "checkpoint g+1 and its ledger entries are inserted in the open transaction; nothing "
+    "committed, the HWM still says g",
 )
 BEFORE_HWM_CAS = register(
     "checkpoint.before_hwm_cas",
-    "the run row is fenced and locked in an open transaction; the HWM still says g",
+    "one database: the run row is fenced in the open transaction; the mark in its own database: "
+    "the main transaction committed g+1 (the commit point), the mark still says g",
 )
 AFTER_COMMIT = register(
     "checkpoint.after_commit",
@@ -57,11 +64,12 @@ AFTER_HWM_CAS = register(
 )
 
 
-
-def _explain_fence(lease: Lease) -> LeaseLostError:
+def _explain_fence(lease: Lease, expected_generation: int) -> LeaseLostError | StaleGenerationError:
+    """Say why the fence UPDATE matched no row: taken over, state version moved, another
+    generation committed, or expired."""
     row = (
         Run.objects.filter(run_id=lease.run_id)
-        .values("owner_worker", "lease_version", "state_version")
+        .values("owner_worker", "lease_version", "state_version", "generation")
         .first()
     )
     context = {"run_id": lease.run_id, "worker": lease.worker, "lease_version": lease.lease_version}
@@ -78,6 +86,9 @@ def _explain_fence(lease: Lease) -> LeaseLostError:
             f"{lease.state_version}",
             **context,
         )
+    if row["generation"] != expected_generation:
+        return StaleGenerationError(run_id=lease.run_id, expected_generation=expected_generation,
+                                    hwm_generation=row["generation"])
     return LeaseLostError("cannot commit: the lease expired by the database clock", **context)
 
 
@@ -91,7 +102,8 @@ class CommitPlan:
     Attributes: the caller's ``lease``; the sealed ``envelope`` and its unsaved checkpoint
     ``row``; the ledger ``entries`` to insert and the head they extend (``ledger_before``); the
     trace ``events`` and ``env_version``; the HWM's ``expected_generation``; ``renew_seconds``
-    to extend the lease by (or None); ``within``: callables run inside the transaction.
+    to extend the lease by (or None); ``within``: callables run inside the transaction;
+    ``release``: the same UPDATE gives the lease up (a run's last commit).
     """
 
     lease: Lease
@@ -104,6 +116,7 @@ class CommitPlan:
     ledger_before: LedgerHead
     renew_seconds: float | None
     within: tuple[Callable[[], None], ...]
+    release: bool = False
 
 
 _IDENTITY_COLUMNS = ("tenant_id", "task_id", "environment_instance_id", "task_version",
@@ -122,35 +135,41 @@ def _identity_filter(envelope: CheckpointEnvelope) -> dict[str, str]:
 
 
 def _fence_changes(renew_seconds: float | None, *, phase: str, stop_reason: str,
-                   generation: int) -> dict[str, Any]:
-    """The SET clause of the fence UPDATE besides the trace head."""
+                   generation: int, digest: str, release: bool) -> dict[str, Any]:
+    """The SET clause of the fence UPDATE besides the trace head: the generation and digest it
+    names are what ``runtime.mark_completion`` moves a lagging mark to; ``release`` frees the
+    lease as ``runtime.leases.lease_release`` would (its ``lease_version`` is kept)."""
     changes: dict[str, Any] = {
         "state_version": F("state_version") + 1, "phase": phase, "stop_reason": stop_reason,
-        "generation": generation, "updated_at": Now()}
-    if renew_seconds is not None:
+        "generation": generation, "checkpoint_digest": digest, "updated_at": Now()}
+    if release:
+        changes.update(owner_worker="", lease_expires_at=None)
+    elif renew_seconds is not None:
         changes["lease_expires_at"] = ExpressionWrapper(
             Now() + timedelta(seconds=renew_seconds), output_field=DateTimeField())
     return changes
 
 
-def _fence_update(lease: Lease, renew_seconds: float | None) -> UpdateBuilder:
+def _fence_update(lease: Lease, renew_seconds: float | None, release: bool) -> UpdateBuilder:
     """The hot-path fence UPDATE written with the query API, from its varying values (compiled
     once per shape by ``runtime.compiled_updates``)."""
     def build(s: Mapping[str, Any]) -> tuple[QuerySet[Any], dict[str, Any]]:
         held = held_by(replace(lease, run_id=s["run_id"], worker=s["worker"],
                                lease_version=s["lease_version"]))
         queryset = Run.objects.filter(
-            held, state_version=s["state_version"], trace_seq=s["seq"], trace_head=s["head"],
-            **{k: s[k] for k in _IDENTITY_COLUMNS})
+            held, state_version=s["state_version"], generation=s["expected"], trace_seq=s["seq"],
+            trace_head=s["head"], **{k: s[k] for k in _IDENTITY_COLUMNS})
         return queryset, {"trace_seq": s["new_seq"], "trace_head": s["new_head"],
                           **_fence_changes(renew_seconds, phase=s["phase"],
                                            stop_reason=s["stop_reason"],
-                                           generation=s["generation"])}
+                                           generation=s["generation"], digest=s["digest"],
+                                           release=release)}
     return build
 
 
 def _fence(plan: CommitPlan) -> list[TraceEvent]:
-    """The one run-row UPDATE of a commit: lease fence, identity, state-version CAS, phase and
+    """The one run-row UPDATE of a commit: lease fence, identity, state-version CAS, the
+    generation the caller extends (so a stale ``expected_generation`` writes nothing), phase and
     generation mirrors, and the trace head moved over this commit's events (compare-and-set on
     the head this process last saw). Returns the trace rows to insert.
 
@@ -172,16 +191,20 @@ def _fence(plan: CommitPlan) -> list[TraceEvent]:
                  "seq": seq, "head": head, "new_seq": new_seq, "new_head": new_head,
                  "phase": payload.phase.value,
                  "stop_reason": payload.stop_reason.value if payload.stop_reason else "",
-                 "generation": envelope.generation}
-        if compiled_update(alias=router.db_for_write(Run), shape=("fence", plan.renew_seconds),
-                           build=_fence_update(lease, plan.renew_seconds), slots=slots) == 1:
+                 "generation": envelope.generation, "digest": plan.row.digest,
+                 "expected": plan.expected_generation}
+        if compiled_update(alias=router.db_for_write(Run),
+                           shape=("fence", plan.renew_seconds, plan.release),
+                           build=_fence_update(lease, plan.renew_seconds, plan.release),
+                           slots=slots) == 1:
             trace_head_remember(run_id, new_seq, new_head)
             return rows
     changes = _fence_changes(plan.renew_seconds, phase=payload.phase.value,
                              stop_reason=payload.stop_reason.value if payload.stop_reason else "",
-                             generation=envelope.generation)
+                             generation=envelope.generation, digest=plan.row.digest,
+                             release=plan.release)
     fence = Run.objects.filter(held_by(lease), state_version=lease.state_version,
-                               **_identity_filter(envelope))
+                               generation=plan.expected_generation, **_identity_filter(envelope))
     current = (Run.objects.select_for_update().filter(run_id=run_id)
                .values("trace_seq", "trace_head").first())
     if current is None:
@@ -192,7 +215,7 @@ def _fence(plan: CommitPlan) -> list[TraceEvent]:
     if fence.update(trace_seq=new_seq, trace_head=new_head, **changes) != 1:
         trace_head_forget(run_id)
         run_identity_check(run=run_load(run_id=run_id), envelope=envelope)
-        raise _explain_fence(lease)
+        raise _explain_fence(lease, plan.expected_generation)
     trace_head_remember(run_id, new_seq, new_head)
     return rows
 
@@ -227,55 +250,45 @@ def _commit_one_transaction(plan: CommitPlan) -> None:
 
 
 def _commit_split_hwm(plan: CommitPlan) -> None:
-    """The HWM in its own database (``RATCHET_HWM_DATABASE_URL``): three transactions, in the
-    order and with the crash windows DESIGN.md section 4.3 gives."""
+    """The mark in its own database (the default, DESIGN.md section 4.2): one transaction on the
+    main database -- fence UPDATE (which also names g+1 and its digest on the run row), the
+    engine's rows, uncovered ledger rows dropped, ledger rows, checkpoint row, trace rows -- whose
+    COMMIT is the commit point; then the mark's compare-and-set in its own transaction. A crash
+    in between leaves the mark one behind the run row, and ``runtime.mark_completion`` moves it
+    before anything reads it as committed; if a reader did that first, the compare-and-set finds
+    the mark already at exactly this commit, which is success."""
     lease, envelope, row, entries = plan.lease, plan.envelope, plan.row, plan.entries
     expected_generation, ledger_before = plan.expected_generation, plan.ledger_before
-    try:
-        with transaction.atomic():
-            # Under the fenced row lock nobody else can commit, so entries beyond the head this
-            # state extends are orphans of a crashed commit (runtime.ledger.ledger_orphans_drop).
-            if not _fenced_lock(lease, plan.envelope):
-                run_identity_check(run=run_load(run_id=lease.run_id), envelope=plan.envelope)
-                raise _explain_fence(lease)
-            ledger_orphans_drop(run_id=lease.run_id, committed_length=ledger_before.length)
-            ledger_rows_add(run_id=lease.run_id, entries=entries, generation=envelope.generation)
-            crash_point(AFTER_LEDGER_ROWS)
-            compiled_insert(alias=router.db_for_write(Checkpoint), objs=[row], ignore_conflicts=True)
-    except IntegrityError:
-        raise _ledger_conflict(lease, ledger_before) from None
-    crash_point(AFTER_APPEND)
     try:
         with transaction.atomic():
             trace_rows = _fence(plan)
             for write in plan.within:
                 write()
-            crash_point(BEFORE_HWM_CAS)
-            hwm_advance(run=_hwm_run(envelope), expected=expected_generation,
-                        generation=envelope.generation, digest=row.digest)
-            crash_point(AFTER_HWM_CAS)
+            # The fence UPDATE holds the row (and SQLite's BEGIN IMMEDIATE the database), so
+            # nobody else can commit: entries beyond the head this state extends belong to no
+            # committed checkpoint (left by a release that committed them apart; runtime.ledger).
+            ledger_orphans_drop(run_id=lease.run_id, committed_length=ledger_before.length)
+            ledger_rows_add(run_id=lease.run_id, entries=entries, generation=envelope.generation)
+            crash_point(AFTER_LEDGER_ROWS)
+            compiled_insert(alias=router.db_for_write(Checkpoint), objs=[row], ignore_conflicts=True)
+            crash_point(AFTER_APPEND)
             compiled_insert(alias=router.db_for_write(TraceEvent), objs=trace_rows)
+    except IntegrityError:
+        trace_head_forget(lease.run_id)
+        raise _ledger_conflict(lease, ledger_before) from None
     except BaseException:
         trace_head_forget(lease.run_id)
         raise
-
-
-def _fenced_lock(lease: Lease, envelope: CheckpointEnvelope) -> bool:
-    """Lock the run row if ``lease`` still fences it and ``envelope`` is this run's (``SELECT ...
-    FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already holds the write lock), so a foreign
-    state is refused before any of its rows is written. Compiled once per process."""
-    def build(s: Mapping[str, Any]) -> QuerySet[Any]:
-        held = held_by(replace(lease, run_id=s["run_id"], worker=s["worker"],
-                               lease_version=s["lease_version"]))
-        return (Run.objects.select_for_update()
-                .filter(held, state_version=s["state_version"],
-                        **{k: s[k] for k in _IDENTITY_COLUMNS})
-                .values_list("pk")[:1])
-    return bool(compiled_rows(alias=router.db_for_write(Run), shape=("fenced_lock",), build=build,
-                              slots={"run_id": lease.run_id, "worker": lease.worker,
-                                     "lease_version": lease.lease_version,
-                                     "state_version": lease.state_version,
-                                     **_identity_filter(envelope)}))
+    crash_point(BEFORE_HWM_CAS)
+    run = _hwm_run(envelope)
+    try:
+        hwm_advance(run=run, expected=expected_generation, generation=envelope.generation,
+                    digest=row.digest)
+    except StaleGenerationError:
+        # A restore (any reader) may have completed this very commit first.
+        if hwm_read(run=run) != HighWaterMarkInfo(generation=envelope.generation, digest=row.digest):
+            raise
+    crash_point(AFTER_HWM_CAS)
 
 
 def _hwm_run(envelope: CheckpointEnvelope) -> Run:
@@ -292,12 +305,16 @@ def _ledger_conflict(lease: Lease, before: LedgerHead) -> CheckpointInvariantErr
 
 
 def commit_plan_apply(plan: CommitPlan) -> None:
-    """Write ``plan``: one transaction on one database, three with a separate HWM database.
+    """Write ``plan``: one transaction on one database; with the mark in its own database, one
+    on the main database (the commit point) and the mark's compare-and-set.
 
     Raises:
         LeaseLostError: the fence failed (taken over, expired, state version moved on).
         IdentityMismatchError / ScenarioMismatchError: the envelope is not this run's.
-        StaleGenerationError / HighWaterMarkMissingError: the HWM CAS failed.
+        StaleGenerationError / HighWaterMarkMissingError: the HWM CAS failed. With the mark in
+            its own database the main transaction may already have committed g+1 then: the
+            caller's lease no longer fences (its state version moved), and the next restore
+            completes the mark (``runtime.mark_completion``).
         CheckpointInvariantError: a ledger entry's ``seq`` or ``(kind, key)`` is already stored.
         RunNotFoundError: no such run.
     """

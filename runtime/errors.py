@@ -155,6 +155,13 @@ class HighWaterMarkMissingError(CheckpointError):
     hint = "the HWM store or row is missing; restore it from backup, never recreate it by hand"
 
 
+class HighWaterMarkBehindError(CheckpointError):
+    default_message = ("the main database committed generations the high-water mark never recorded: "
+                       "refusing to restore")
+    hint = ("the mark store lost commits (restored from a backup?) or the main database was altered; "
+            "compare both with their backups before anything resumes the run")
+
+
 class StaleGenerationError(CheckpointError):
     default_message = "another commit advanced the high-water mark first"
     hint = "this worker's view is stale; stop and let recovery restore the latest checkpoint"

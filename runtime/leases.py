@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import models, router, transaction
 from django.db.models import ExpressionWrapper, Q
@@ -46,6 +48,9 @@ class Lease:
         state_version: the run's ``state_version`` this holder expects; it advances with every
             committed checkpoint (``checkpoint_commit`` returns the updated lease).
         expires_at: expiry (aware UTC datetime) as computed by the database clock.
+        previous_owner: who held the run's lease when this one was acquired ("" when it was
+            released cleanly): non-empty means that holder died or stalled, and this
+            acquisition starts a recovery (DESIGN.md section 5.7).
     """
 
     run_id: str
@@ -53,6 +58,7 @@ class Lease:
     lease_version: int
     state_version: int
     expires_at: datetime
+    previous_owner: str = ""
 
 
 def _expiry(ttl_seconds: float) -> ExpressionWrapper:
@@ -90,7 +96,8 @@ def _lost(lease: Lease, action: str) -> LeaseLostError:
     )
 
 
-def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float) -> Lease:
+def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float,
+                  recovery_events: Sequence[tuple[str, dict[str, Any]]] = ()) -> Lease:
     """Take the run's lease for ``worker`` for ``ttl_seconds`` seconds (database clock).
 
     Succeeds when the lease is free, expired by the database clock, or already held by
@@ -103,6 +110,9 @@ def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float) -> Lease:
         run_id: the run.
         worker: non-empty worker id.
         ttl_seconds: lease duration in seconds, > 0.
+        recovery_events: trace events ``(event_type, payload)`` appended in the same transaction
+            when the lease was not released cleanly (a previous owner is recorded): the engine's
+            ``recovery.started``, so a recovery costs no transaction of its own.
 
     Raises:
         RunNotFoundError: no such run.
@@ -153,6 +163,9 @@ def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float) -> Lease:
                 "ttl_seconds": ttl_seconds,
             },
         )
+        if before["owner_worker"]:
+            for event_type, payload in recovery_events:
+                trace_append_txn(run_id=run_id, event_type=event_type, payload=payload)
     if before["owner_worker"] and before["owner_worker"] != worker:
         logger.info(
             "run %s: worker %s took over the expired lease of %s (lease version %d)",
@@ -167,10 +180,12 @@ def lease_acquire(*, run_id: str, worker: str, ttl_seconds: float) -> Lease:
         lease_version=row["lease_version"],
         state_version=row["state_version"],
         expires_at=row["lease_expires_at"],
+        previous_owner=before["owner_worker"],
     )
 
 
-def lease_acquire_waiting(*, run_id: str, worker: str, ttl_seconds: float, wait_seconds: float) -> Lease:
+def lease_acquire_waiting(*, run_id: str, worker: str, ttl_seconds: float, wait_seconds: float,
+                          recovery_events: Sequence[tuple[str, dict[str, Any]]] = ()) -> Lease:
     """:func:`lease_acquire`, retried every 0.25 s for up to ``wait_seconds`` seconds while another
     worker holds the lease (a service call that arrives mid-step waits for the step to end).
 
@@ -181,7 +196,8 @@ def lease_acquire_waiting(*, run_id: str, worker: str, ttl_seconds: float, wait_
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            return lease_acquire(run_id=run_id, worker=worker, ttl_seconds=ttl_seconds)
+            return lease_acquire(run_id=run_id, worker=worker, ttl_seconds=ttl_seconds,
+                                 recovery_events=recovery_events)
         except LeaseHeldError:
             if time.monotonic() >= deadline:
                 raise

@@ -79,7 +79,11 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     state_version = models.BigIntegerField(default=0)
     generation = models.BigIntegerField(default=0)
-    """Mirror of the committed generation for listing; the HWM is authoritative."""
+    checkpoint_digest = models.CharField(max_length=71, blank=True, default="")
+    """The generation the main database committed last and the digest of its envelope. The mark
+    (the HWM, in its own database) is authoritative; between a commit's main transaction and the
+    mark's compare-and-set it is one behind, and ``runtime.mark_completion`` moves it to exactly
+    this pair (DESIGN.md section 4.3)."""
     cancel_requested = models.BooleanField(default=False)
     """Set by an operator; the worker driving the run settles any pending write, then cancels."""
 

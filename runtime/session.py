@@ -31,7 +31,7 @@ from runtime.approval_checks import evidence_verify
 from runtime.attachments import attachment_get, attachment_put
 from runtime.cases import case_sync
 from runtime.checkpoints import checkpoint_commit, checkpoint_restore
-from runtime.core.checkpoint import EnvironmentRef, RunState, VersionSet
+from runtime.core.checkpoint import TERMINAL_PHASES, EnvironmentRef, RunState, VersionSet
 from runtime.environments import adapter_bind
 from runtime.errors import RunSpecMissingError
 from runtime.heartbeats import LeaseHeartbeat
@@ -91,6 +91,9 @@ class RunSession:
     """``time.monotonic()`` when the lease was last extended (every commit extends it)."""
     proposed_blobs: dict[str, bytes] = field(default_factory=dict)
     """``digest -> bytes`` the planner handed over for the newest proposal of this session."""
+    released: bool = False
+    """The lease was given up, by a commit into a terminal phase (:func:`session_commit`) or by
+    :func:`session_release`."""
 
     @property
     def run_id(self) -> str:
@@ -172,7 +175,19 @@ def run_session(*, run_id: str, worker: str, ttl_seconds: float | None = None,
     try:
         yield session
     finally:
-        lease_release(lease=session.lease)  # traces "lease.released" in the same transaction
+        session_release(session)
+
+
+def session_release(session: RunSession) -> None:
+    """Give the session's lease up (tracing ``lease.released`` in the same transaction), unless
+    the run's last commit already did.
+
+    Raises:
+        LeaseLostError: another worker (or a newer acquisition) holds the lease now.
+    """
+    if not session.released:
+        lease_release(lease=session.lease)
+        session.released = True
 
 
 def session_blob_put(session: RunSession, data: bytes) -> str:
@@ -205,7 +220,9 @@ def session_commit(session: RunSession, *events: tuple[str, dict[str, Any]]) -> 
     """Commit the session's state as the next checkpoint with ``events`` in the trace.
 
     Adds the wall time since the last commit to the run's usage, and advances the session's
-    lease and generation to the committed ones (DESIGN.md section 4, commit protocol).
+    lease and generation to the committed ones (DESIGN.md section 4, commit protocol). A state in
+    a terminal phase (completed, failed, cancelled) is the run's last commit: it also releases
+    the lease (``session.released``).
 
     Raises:
         LeaseLostError / StaleGenerationError: another worker took the run over; stop.
@@ -215,10 +232,13 @@ def session_commit(session: RunSession, *events: tuple[str, dict[str, Any]]) -> 
     session.last_tick = now
     within, session.within_commit = session.within_commit, []
     # One transaction (DESIGN.md section 4.3): the fence also extends the lease, so the step loop
-    # needs no renewal transaction of its own while commits keep coming.
+    # needs no renewal transaction of its own while commits keep coming; a terminal phase is the
+    # run's last commit, and the same UPDATE gives the lease up.
+    release = session.state.phase in TERMINAL_PHASES
     result = checkpoint_commit(lease=session.lease, state=session.state, expected_generation=session.generation,
                                events=list(events), environment_version=session.state.environment.version,
-                               renew_seconds=session.ttl, within=within)
+                               renew_seconds=session.ttl, within=within, release=release)
+    session.released = release
     session.renewed_at = now
     session.lease = result.lease
     session.generation = result.generation

@@ -23,11 +23,11 @@ from runtime.engine.credentials import credentials_recheck
 from runtime.engine.execute import pending_execute
 from runtime.engine.freeze import run_freeze
 from runtime.engine.propose import write_propose
-from runtime.engine.recover import environment_recover, run_needs_recovery, waiting_reconcile
+from runtime.engine.recover import environment_recover, waiting_reconcile
 from runtime.errors import AdapterError, EngineError, LeaseLostError, RunNotFoundError
 from runtime.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
 from runtime.models import Run
-from runtime.session import RunSession, default_worker_id, session_open
+from runtime.session import RunSession, default_worker_id, session_open, session_release
 from runtime.trace import trace_append
 
 logger = logging.getLogger(__name__)
@@ -82,11 +82,12 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
     if run.phase in TERMINAL_PHASES:
         return StepReport(run_id=run_id, phase=run.phase, stop_reason=run.stop_reason or None, steps=0,
                           generation=run.generation, cursor=-1)
-    lease = lease_acquire_waiting(run_id=run_id, worker=worker, ttl_seconds=ttl, wait_seconds=wait_seconds)
-    recovering = run_needs_recovery(run_id=run_id)
+    # A lease not released cleanly makes this a recovery; its recovery.started rides in the
+    # acquisition's own transaction (DESIGN.md section 5.7).
+    lease = lease_acquire_waiting(run_id=run_id, worker=worker, ttl_seconds=ttl, wait_seconds=wait_seconds,
+                                  recovery_events=[("recovery.started", {"worker": worker})])
+    recovering = bool(lease.previous_owner)
     started = time.monotonic()
-    if recovering:
-        trace_append(run_id=run_id, event_type="recovery.started", payload={"worker": worker})
     try:
         reused = reuse(run_id=run_id, worker=worker, lease=lease, ttl=ttl, recovering=recovering) if reuse else None
         session = reused if reused is not None else session_open(run_id=run_id, worker=worker, lease=lease,
@@ -118,7 +119,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         run_step(session)
         if on_step:
             on_step(_report(session, recovering))
-    lease_release(lease=session.lease)  # traces "lease.released" in the same transaction
+    session_release(session)  # unless the run's last commit did (runtime/session.py)
     return _report(session, recovering)
 
 

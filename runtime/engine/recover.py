@@ -15,19 +15,7 @@ from runtime.core.statemachine import Event
 from runtime.engine.freeze import run_freeze, run_freeze_fenced
 from runtime.engine.settle import receipt_settle
 from runtime.errors import EnvironmentIdentityError, FencingTokenError
-from runtime.models import TraceEvent
 from runtime.session import RunSession, observation_json, observation_matches
-
-
-def run_needs_recovery(*, run_id: str) -> bool:
-    """A resume is a *recovery* when the lease we just took was not released cleanly.
-
-    ``lease_acquire`` records the previous owner in its ``lease.acquired`` event; a clean
-    release clears the owner, so a non-empty previous owner means that worker died or stalled.
-    """
-    payload = (TraceEvent.objects.filter(run_id=run_id, event_type="lease.acquired")
-               .order_by("-seq").values_list("payload", flat=True).first())
-    return bool(payload and payload.get("previous_owner"))
 
 
 def environment_recover(session: RunSession) -> None:

@@ -89,4 +89,5 @@ def session_reuse(*, run_id: str, worker: str, lease: Lease, ttl: float, recover
     kept.worker, kept.lease, kept.ttl = worker, lease, ttl
     kept.adapter = rebind(lease.lease_version)
     kept.steps, kept.events, kept.last_tick, kept.renewed_at = 0, [], now, now
+    kept.released = False  # the lease just taken is this call's to give back
     return kept

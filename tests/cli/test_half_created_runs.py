@@ -30,10 +30,11 @@ from tests.helpers.procs import KILLED, child_env, run_manage, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CREATION_POINTS = ["checkpoint.after_append", "checkpoint.before_hwm_cas"]
+CREATION_POINTS = ["checkpoint.after_ledger_rows", "checkpoint.after_append"]
 """Their first hit is inside run creation, before generation 1 is committed. With the high-water
-mark in its own store (DESIGN.md section 4.2) the mark's compare-and-set is the commit point, so
-``checkpoint.after_hwm_cas`` is past it: that run is committed, not half-created."""
+mark in its own store (DESIGN.md section 4.2) the main transaction is the commit point, so
+``checkpoint.before_hwm_cas`` and ``checkpoint.after_hwm_cas`` are past it: that run is
+committed, not half-created, whether its mark moved or not (section 4.3)."""
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +92,17 @@ def test_it_lists_and_discards_a_run_killed_while_it_was_created(
     assert again.returncode == 0, again.stderr
 
 
-def test_a_creator_killed_after_the_mark_moved_left_a_run_that_resumes(tmp_path: Path, source: Path) -> None:
+@pytest.mark.parametrize(("point", "mark"), [("checkpoint.before_hwm_cas", 0), ("checkpoint.after_hwm_cas", 1)])
+def test_a_creator_killed_after_the_commit_point_left_a_run_that_resumes(
+    tmp_path: Path, source: Path, point: str, mark: int
+) -> None:
     task = write_replay_task(tmp_path / "replay", source)
-    run = _killed_creator(task, point="checkpoint.after_hwm_cas", lease_seconds="1")
-    assert HighWaterMark.objects.using("hwm").get(run_id=run.run_id).generation == 1
+    run = _killed_creator(task, point=point, lease_seconds="1")
+    assert HighWaterMark.objects.using("hwm").get(run_id=run.run_id).generation == mark
+    assert (run.generation, run.state_version) == (1, 1)
 
     assert run.run_id not in _manage("runs", "--half-created")
-    with pytest.raises(RunDiscardRefusedError, match="high-water mark is at generation 1"):
+    with pytest.raises(RunDiscardRefusedError, match="the run committed a checkpoint"):
         run_discard(run_id=run.run_id, operator="olivia")
 
     wait_for(lambda: _lease_expired(run.run_id), timeout=10, what="the killed creator's lease to expire")

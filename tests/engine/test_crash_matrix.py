@@ -198,10 +198,11 @@ def test_it_matches_an_uninterrupted_run(replay_task: Path, source: Path) -> Non
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("point", sorted(p for p in GIT_RUN_HITS if p.startswith("checkpoint.")
-                                         # past the commit point: the mark's compare-and-set in its
-                                         # own store (DESIGN.md sections 4.2 and 4.3); a run killed there resumes
-                                         # (tests/cli/test_half_created_runs.py)
-                                         and p not in ("checkpoint.after_commit", "checkpoint.after_hwm_cas")))
+                                         # past the commit point, the main transaction, with the mark in
+                                         # its own store (DESIGN.md sections 4.2 and 4.3); a run killed there
+                                         # resumes (tests/cli/test_half_created_runs.py)
+                                         and p not in ("checkpoint.after_commit", "checkpoint.before_hwm_cas",
+                                                       "checkpoint.after_hwm_cas")))
 def test_it_fails_closed_when_killed_while_creating_the_run(
     replay_task: Path, source: Path, point: str
 ) -> None:

@@ -64,17 +64,16 @@ def _resume(run_id: str) -> None:
 def test_it_does_not_make_a_new_key_per_retry_when_the_intent_commit_was_lost(
     replay_task: Path,
 ) -> None:
-    # The second checkpoint commit is the first intent; the kill lands after its row is stored
-    # and before the high-water mark names it, so the intent is lost and proposed again.
+    # The second checkpoint commit is the first intent; the kill lands after its row is inserted
+    # and before its transaction commits, so the intent is lost and proposed again.
     run_id = _killed_run(replay_task, "checkpoint.after_append:2")
     _resume(run_id)
 
     rows = Checkpoint.objects.filter(run_id=run_id, generation=2)
     keys = {json.loads(bytes(r.envelope))["payload"]["pending"]["idempotency_key"] for r in rows}
-    # Two rows: with the high-water mark in its own store (DESIGN.md sections 4.2, 4.3) the row
-    # written before the kill is durable but never named by the mark (an orphan restore ignores);
-    # the retry committed a second row for generation 2, with the same key.
-    assert rows.count() == 2
+    # One row: the lost commit left nothing (DESIGN.md section 4.3); the retry proposed the key
+    # derived from the same cursor and epoch, and every key was written exactly once.
+    assert rows.count() == 1
     assert keys == {derive_key(run_id=run_id, cursor=0, replan_epoch=0)}
     assert keyed_commits(run_target(run_id)) == _expected_keys(run_id)
 

@@ -1,4 +1,5 @@
-"""Count statements and durable transactions on the default database (DESIGN.md section 4.3).
+"""Count statements and durable transactions on the main database and on the mark's
+(DESIGN.md sections 4.2 and 4.3).
 
 A durable transaction is a COMMIT Django sends (``connection.commit`` at the end of an outermost
 ``atomic`` block) or a write statement run in autocommit mode (outside any ``atomic`` block:
@@ -8,45 +9,73 @@ each is its own transaction). Counts are exact and load-independent, so tests as
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from runtime.routers import hwm_alias
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
 @dataclass
 class DbCounts:
-    """What ran inside :func:`db_counting`: ``statements`` (every SQL statement sent, including
-    savepoints), ``transactions`` (durable commits) and the SQL text of each statement."""
+    """What ran inside :func:`db_counting` on the main database: ``statements`` (every SQL
+    statement sent, including savepoints), ``transactions`` (durable commits) and the SQL text of
+    each statement; ``mark_transactions``: durable commits on the mark's own database (0 when
+    the mark lives in the main one)."""
 
     statements: int = 0
     transactions: int = 0
     sql: list[str] = field(default_factory=list)
+    mark_transactions: int = 0
+
+    @property
+    def durable(self) -> int:
+        """Durable transactions on both databases."""
+        return self.transactions + self.mark_transactions
 
 
 @contextmanager
-def db_counting() -> Iterator[DbCounts]:
-    """Count statements and durable transactions on ``connection`` while the block runs."""
-    counts = DbCounts()
+def _counted(alias: str, counts: DbCounts, *, main: bool) -> Iterator[None]:
+    connection = connections[alias]
     original = connection._commit
 
+    def count_one() -> None:
+        if main:
+            counts.transactions += 1
+        else:
+            counts.mark_transactions += 1
+
     def counted_commit() -> Any:
-        counts.transactions += 1
+        count_one()
         return original()
 
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        counts.statements += 1
-        counts.sql.append(sql)
+        if main:
+            counts.statements += 1
+            counts.sql.append(sql)
         if not connection.in_atomic_block and sql.lstrip().upper().startswith(_WRITES):
-            counts.transactions += 1  # autocommit: the statement is its own transaction
+            count_one()  # autocommit: the statement is its own transaction
         return execute(sql, params, many, context)
 
     connection._commit = counted_commit
     try:
         with connection.execute_wrapper(wrapper):
-            yield counts
+            yield
     finally:
         del connection._commit  # back to the class's method
+
+
+@contextmanager
+def db_counting() -> Iterator[DbCounts]:
+    """Count statements and durable transactions on the main database, and durable
+    transactions on the mark's, while the block runs."""
+    counts = DbCounts()
+    with ExitStack() as stack:
+        stack.enter_context(_counted(DEFAULT_DB_ALIAS, counts, main=True))
+        if hwm_alias() != DEFAULT_DB_ALIAS:
+            stack.enter_context(_counted(hwm_alias(), counts, main=False))
+        yield counts

@@ -1,10 +1,9 @@
-"""Story: a checkpoint advance is two durable transactions on the main database, and the mark's
-compare-and-set one more in its own database, the commit point (DESIGN.md sections 4.2, 4.3).
+"""Story: a checkpoint advance is one durable transaction on the main database, the commit point,
+and the mark's compare-and-set one more in its own database (DESIGN.md sections 4.2, 4.3).
 
-The first main transaction writes the checkpoint row and its ledger entries under the fenced run
-row; the second moves the fence (the trace head in its own UPDATE), commits the mark in its own
-database while the run row stays locked, and writes the trace events. Counted on the main
-database, not timed: the counts do not depend on load.
+The main transaction moves the fence (and the trace head) in one UPDATE, drops ledger rows no
+committed checkpoint covers, and inserts the ledger entries, the checkpoint row and the trace
+events. Counted on both databases, not timed: the counts do not depend on load.
 """
 
 from __future__ import annotations
@@ -19,14 +18,15 @@ from tests.runtime.conftest import advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MAIN_TRANSACTIONS_PER_ADVANCE = 2
-MAX_STATEMENTS_PER_ADVANCE = 8
-"""On the main database: the fenced row lock, ledger INSERT, checkpoint INSERT; the fence UPDATE
-(+ trace head), trace INSERT; and SQLite's two BEGIN IMMEDIATE. The mark's UPDATE runs on its
-own database's connection."""
+MAIN_TRANSACTIONS_PER_ADVANCE = 1
+MARK_TRANSACTIONS_PER_ADVANCE = 1
+MAX_STATEMENTS_PER_ADVANCE = 6
+"""On the main database: the fence UPDATE (+ trace head), the orphan DELETE, ledger INSERT,
+checkpoint INSERT, trace INSERT, and SQLite's BEGIN IMMEDIATE. The mark's UPDATE runs on its own
+database's connection."""
 
 
-def test_it_commits_a_checkpoint_advance_in_two_main_transactions(start_run):
+def test_it_commits_a_checkpoint_advance_in_one_main_transaction_and_the_marks(start_run):
     state, first = start_run()
     second = checkpoint_commit(lease=first.lease, state=advance(state), expected_generation=1,
                                events=[("step", {"n": 1})])
@@ -37,7 +37,8 @@ def test_it_commits_a_checkpoint_advance_in_two_main_transactions(start_run):
         checkpoint_commit(lease=second.lease, state=nxt, expected_generation=2,
                           events=[("write.executed", {"idempotency_key": "ik-count"}), ("x", {})])
 
-    assert counts.transactions == MAIN_TRANSACTIONS_PER_ADVANCE, counts.sql
+    assert (counts.transactions, counts.mark_transactions) == (
+        MAIN_TRANSACTIONS_PER_ADVANCE, MARK_TRANSACTIONS_PER_ADVANCE), counts.sql
     assert counts.statements <= MAX_STATEMENTS_PER_ADVANCE, counts.sql
 
 
@@ -53,5 +54,6 @@ def test_it_does_not_grow_the_advance_with_the_ledger(start_run):
     with db_counting() as counts:
         checkpoint_commit(lease=result.lease, state=state, expected_generation=result.generation)
 
-    assert (counts.transactions, counts.statements <= MAX_STATEMENTS_PER_ADVANCE) == (
-        MAIN_TRANSACTIONS_PER_ADVANCE, True)
+    assert (counts.transactions, counts.mark_transactions,
+            counts.statements <= MAX_STATEMENTS_PER_ADVANCE) == (
+        MAIN_TRANSACTIONS_PER_ADVANCE, MARK_TRANSACTIONS_PER_ADVANCE, True)

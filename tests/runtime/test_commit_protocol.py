@@ -110,12 +110,9 @@ def test_it_rejects_a_stale_expected_generation_and_advances_nothing(start_run):
         checkpoint_commit(lease=second.lease, state=advance(advance(state)), expected_generation=1)
 
     assert caught.value.context["hwm_generation"] == 2
-    after = _snapshot(run_id)
-    assert after[:3] == before[:3]  # HWM, state_version, mirror: the fence update rolled back
-    assert after[4] == before[4]  # no trace events
-    # The mark has a database of its own (DESIGN.md section 4.2), so the checkpoint row is
-    # committed before the mark's compare-and-set refuses: an orphan restore never loads (4.3).
-    assert after[3] == before[3] + 1
+    # The fence names the generation the caller extends (DESIGN.md section 4.3): nothing of the
+    # commit is written, in either database.
+    assert _snapshot(run_id) == before
     assert checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint()).generation == 2
 
 
@@ -217,8 +214,12 @@ def test_it_fails_closed_when_the_hwm_row_vanished_before_a_commit(start_run):
     with pytest.raises(HighWaterMarkMissingError):
         checkpoint_commit(lease=first.lease, state=advance(state), expected_generation=1)
 
+    # The main transaction, the commit point, committed generation 2 before the mark's
+    # compare-and-set found no row (DESIGN.md section 4.3); nothing loads it without a mark.
     run = Run.objects.get(run_id=run_id)
-    assert (run.state_version, run.generation) == (1, 1)
+    assert (run.state_version, run.generation) == (2, 2)
+    with pytest.raises(HighWaterMarkMissingError):
+        checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
 
 
 def test_it_refuses_to_create_the_same_run_twice(start_run):

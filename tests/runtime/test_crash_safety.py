@@ -22,6 +22,8 @@ from tests.helpers.procs import KILLED, child_env, run_manage, run_worker
 
 POINTS = ["checkpoint.after_ledger_rows", "checkpoint.after_append", "checkpoint.before_hwm_cas",
           "checkpoint.after_hwm_cas"]
+PAST_COMMIT_POINT = ("checkpoint.before_hwm_cas", "checkpoint.after_hwm_cas")
+"""With the mark in its own database, these follow the main transaction's commit."""
 
 
 def _new_run(env: dict[str, str] | None = None) -> str:
@@ -62,7 +64,7 @@ def test_a_crash_point_can_fire_on_its_nth_hit(start_run):
         "m",
         "--times",
         "3",
-        env=child_env(RATCHET_CRASH_AT="checkpoint.before_hwm_cas:3"),
+        env=child_env(RATCHET_CRASH_AT="checkpoint.after_append:3"),
     )
 
     assert killed.returncode == KILLED
@@ -157,17 +159,22 @@ def _split_story(stores: SplitStores, point: str) -> None:
 
     _crash(run_id, point, env)
 
+    if point in PAST_COMMIT_POINT:
+        # The main transaction is the commit point (DESIGN.md section 4.3): g+1 is committed with
+        # its run row, ledger row and trace; the mark is one behind until it is read.
+        assert stores.run_mirror(run_id) == (2, mirror_before[1] + 1)
+        assert stores.hwm_generation(run_id) == (2 if point == "checkpoint.after_hwm_cas" else 1)
+    else:
+        assert stores.run_mirror(run_id) == mirror_before
+        assert stores.hwm_generation(run_id) == 1
+
     restored = run_worker("restore", "--run-id", run_id, env=env).last
-    if point == "checkpoint.after_hwm_cas":
-        # The HWM commit is the commit point: g+1 is committed although the main database's
-        # transaction (run row, trace events) died with the worker. Its ledger rows were committed
-        # with the checkpoint row before the HWM moved (DESIGN.md section 4.4).
+    if point in PAST_COMMIT_POINT:
+        # The restore completed the mark, to exactly the checkpoint the run row names.
         assert stores.hwm_generation(run_id) == 2
         assert (restored["generation"], restored["marker"], restored["ledger"]) == (2, "g2", 1)
-        assert stores.run_mirror(run_id) == mirror_before
     else:
-        # after_append left g+1 and its ledger row committed but uncovered: orphans the next
-        # commit drops under the fence.
+        # Nothing of g+1 survived its rolled-back transaction.
         assert stores.hwm_generation(run_id) == 1
         assert (restored["generation"], restored["marker"], restored["ledger"]) == (1, "g1", 0)
 
