@@ -5,7 +5,8 @@ bytes from outside the store) accepts only the envelope whose generation equals 
 whose bytes hash to the HWM's digest; its MAC, schema and invariants must verify
 (``open_envelope``), and its identity, scenario fingerprint and versions must be the run's
 (DESIGN.md section 4, Freshness; section 7, "valid HMAC taken as latest"). Each failure is a
-typed error naming the run and generation; nothing here writes.
+typed error naming the run and generation; nothing here writes. The restore's reads of the run
+row and of the committed bytes live here too, compiled once per process.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from django.db import router
+
+from runtime.compiled_updates import compiled_rows
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import RunState, VersionSet
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
@@ -200,6 +204,45 @@ def restored_verify(
         envelope=envelope,
         state_version=run.state_version,
     )
+
+
+_RUN_COLUMNS = tuple(f.attname for f in Run._meta.concrete_fields)
+
+
+def run_row_read(*, run_id: str) -> Run:
+    """:func:`run_load` through a SELECT compiled once per process (``runtime.compiled_updates``):
+    every restore reads the run row, and building the query cost more than running it.
+
+    Raises:
+        RunNotFoundError: no such run.
+    """
+    alias = router.db_for_read(Run)
+    rows = compiled_rows(alias=alias, shape=("run_row",), slots={"run_id": run_id},
+                         build=lambda s: Run.objects.filter(run_id=s["run_id"])
+                         .values_list(*_RUN_COLUMNS))
+    if not rows:
+        raise RunNotFoundError(run_id=run_id)
+    return Run.from_db(alias, _RUN_COLUMNS, rows[0])
+
+
+def committed_bytes_read(*, run: Run, hwm: HighWaterMarkInfo) -> bytes:
+    """The stored bytes of the committed generation that hash to the HWM's digest, read through
+    a SELECT compiled once per process; when none does, :func:`committed_bytes_load` reads them
+    again and says precisely why (missing, forged, rolled back, corrupt).
+
+    Raises:
+        as :func:`committed_bytes_load`.
+    """
+    rows = compiled_rows(alias=router.db_for_read(Checkpoint), shape=("committed_bytes",),
+                         slots={"run_id": run.run_id, "generation": hwm.generation},
+                         build=lambda s: Checkpoint.objects.filter(
+                             run_id=s["run_id"], generation=s["generation"])
+                         .order_by("id").values_list("envelope"))
+    for (envelope,) in rows:
+        raw = bytes(envelope)
+        if digest_bytes(raw) == hwm.digest:
+            return raw
+    return committed_bytes_load(run=run, hwm=hwm)
 
 
 def committed_bytes_load(*, run: Run, hwm: HighWaterMarkInfo) -> bytes:

@@ -15,9 +15,10 @@ from typing import Any
 from runtime.checkpoint_checks import run_load, stored_envelope_open
 from runtime.core.canonical import digest_bytes
 from runtime.core.signing import TrustRoot
-from runtime.errors import HighWaterMarkMissingError, RatchetError
-from runtime.high_water_marks import HighWaterMarkInfo, hwm_read
+from runtime.errors import RatchetError
+from runtime.high_water_marks import HighWaterMarkInfo
 from runtime.keys import keyring_for
+from runtime.mark_completion import hwm_for_display
 from runtime.models import Checkpoint
 
 
@@ -54,10 +55,7 @@ def checkpoint_inspect(*, run_id: str, generation: int | None = None) -> list[Ch
         RunNotFoundError: no such run.
     """
     run = run_load(run_id=run_id)
-    try:
-        hwm: HighWaterMarkInfo | None = hwm_read(run=run)
-    except HighWaterMarkMissingError:
-        hwm = None
+    hwm: HighWaterMarkInfo | None = hwm_for_display(run=run)
     try:
         keyring = keyring_for(TrustRoot.CHECKPOINT)
         keyring_error = ""

@@ -42,29 +42,29 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, router, transaction
+from django.db import IntegrityError, transaction
 
 from runtime.checkpoint_checks import (
     Restored,
-    committed_bytes_load,
+    committed_bytes_read,
     restored_verify,
     run_load,
+    run_row_read,
     stored_envelope_open,
 )
 from runtime.commit_transaction import AFTER_COMMIT, CommitPlan, commit_plan_apply
-from runtime.compiled_updates import compiled_rows
-from runtime.core.canonical import canonical_json, digest_bytes
-from runtime.core.checkpoint import RunState, VersionSet
+from runtime.core.canonical import canonical_json
+from runtime.core.checkpoint import LedgerHead, RunState, VersionSet
 from runtime.core.crashpoints import crash_point
-from runtime.core.envelope import envelope_digest, seal
+from runtime.core.envelope import CheckpointEnvelope, envelope_digest, seal
 from runtime.core.ledger import LedgerView, ledger_pending_check, state_ledger
 from runtime.core.signing import TrustRoot
 from runtime.errors import (
     CheckpointNotFoundError,
     IdentityMismatchError,
     LedgerChainError,
+    MarkPendingError,
     RunExistsError,
-    RunNotFoundError,
 )
 from runtime.high_water_marks import HighWaterMarkInfo, hwm_create
 from runtime.keys import keyring_for
@@ -137,6 +137,8 @@ def checkpoint_commit(
         LeaseLostError: the lease was taken over, expired or ``state_version`` moved on.
         StaleGenerationError: the HWM is not at ``expected_generation``.
         HighWaterMarkMissingError: the HWM row or store is missing.
+        MarkPendingError: committed (its ``committed`` attribute is the :class:`CommitResult`),
+            but the mark in its own database could not be moved; the next restore moves it.
         KeyringError: no checkpoint key is configured.
     """
     if expected_generation < 0:
@@ -183,23 +185,37 @@ def checkpoint_commit(
                        release=release)
     try:
         commit_plan_apply(plan)
+    except MarkPendingError as exc:
+        # Committed at its commit point: the caller's state and lease are the committed ones.
+        exc.committed = _committed(lease=lease, view=view, head=ledger_head, envelope=envelope,
+                                   digest=digest, renew_seconds=renew_seconds)
+        raise
     except BaseException:
         state.ledger = before
         raise
     crash_point(AFTER_COMMIT)
-    view.committed(ledger_head)
+    return _committed(lease=lease, view=view, head=ledger_head, envelope=envelope, digest=digest,
+                      renew_seconds=renew_seconds)
+
+
+def _committed(*, lease: Lease, view: LedgerView, head: LedgerHead, envelope: CheckpointEnvelope,
+               digest: str, renew_seconds: float | None) -> CommitResult:
+    """After the commit point: the ledger view and the per-process verification cache move to
+    the committed head, and the caller gets its lease with the advanced state version."""
+    view.committed(head)
     if view.reader is None:  # a state built in this process: its entries are rows from now on
         view.reader = LedgerRows(lease.run_id)
-    ledger_committed(run_id=lease.run_id, head=ledger_head)
+    ledger_committed(run_id=lease.run_id, head=head)
     logger.debug(
         "run %s: committed generation %d (digest %s, key id %s, lease version %d, ledger %d)",
-        lease.run_id, generation, digest, envelope.key_id, lease.lease_version, ledger_head.length,
+        lease.run_id, envelope.generation, digest, envelope.key_id, lease.lease_version,
+        head.length,
     )
     expires_at = lease.expires_at if renew_seconds is None else (
         datetime.now(UTC) + timedelta(seconds=renew_seconds))
     return CommitResult(
         lease=replace(lease, state_version=lease.state_version + 1, expires_at=expires_at),
-        generation=generation,
+        generation=envelope.generation,
         digest=digest,
     )
 
@@ -307,11 +323,11 @@ def checkpoint_restore(
         ScenarioMismatchError: fingerprint differs from the caller's or the run's.
         VersionMismatchError: task/policy version or version set differ.
     """
-    run = _run_row(run_id)
+    run = run_row_read(run_id=run_id)
     hwm = hwm_committed(run=run)
     if hwm.generation == 0:
         raise CheckpointNotFoundError("the run has no committed checkpoint yet", run_id=run_id)
-    raw = _committed_bytes(run, hwm)
+    raw = committed_bytes_read(run=run, hwm=hwm)
     envelope = stored_envelope_open(raw=raw, run_id=run_id, generation=hwm.generation)
     restored = restored_verify(
         run=run,
@@ -325,41 +341,6 @@ def checkpoint_restore(
     )
     _ledger_attach(restored, full=full_ledger)
     return restored
-
-
-_RUN_COLUMNS = tuple(f.attname for f in Run._meta.concrete_fields)
-
-
-def _run_row(run_id: str) -> Run:
-    """``run_load`` through a SELECT compiled once per process (``runtime.compiled_updates``):
-    every restore reads the run row, and building the query cost more than running it.
-
-    Raises:
-        RunNotFoundError: no such run.
-    """
-    alias = router.db_for_read(Run)
-    rows = compiled_rows(alias=alias, shape=("run_row",), slots={"run_id": run_id},
-                         build=lambda s: Run.objects.filter(run_id=s["run_id"])
-                         .values_list(*_RUN_COLUMNS))
-    if not rows:
-        raise RunNotFoundError(run_id=run_id)
-    return Run.from_db(alias, _RUN_COLUMNS, rows[0])
-
-
-def _committed_bytes(run: Run, hwm: HighWaterMarkInfo) -> bytes:
-    """The stored bytes of the committed generation that hash to the HWM's digest, read through
-    a SELECT compiled once per process; when none does, ``committed_bytes_load`` reads them
-    again and says precisely why (missing, forged, rolled back, corrupt)."""
-    rows = compiled_rows(alias=router.db_for_read(Checkpoint), shape=("committed_bytes",),
-                         slots={"run_id": run.run_id, "generation": hwm.generation},
-                         build=lambda s: Checkpoint.objects.filter(
-                             run_id=s["run_id"], generation=s["generation"])
-                         .order_by("id").values_list("envelope"))
-    for (envelope,) in rows:
-        raw = bytes(envelope)
-        if digest_bytes(raw) == hwm.digest:
-            return raw
-    return committed_bytes_load(run=run, hwm=hwm)
 
 
 def _ledger_attach(restored: Restored, *, full: bool) -> None:

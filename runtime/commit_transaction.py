@@ -28,7 +28,9 @@ from runtime.core.envelope import CheckpointEnvelope
 from runtime.core.ledger import LedgerEntry
 from runtime.errors import (
     CheckpointInvariantError,
+    HighWaterMarkMissingError,
     LeaseLostError,
+    MarkPendingError,
     RunNotFoundError,
     StaleGenerationError,
 )
@@ -282,12 +284,19 @@ def _commit_split_hwm(plan: CommitPlan) -> None:
     crash_point(BEFORE_HWM_CAS)
     run = _hwm_run(envelope)
     try:
-        hwm_advance(run=run, expected=expected_generation, generation=envelope.generation,
-                    digest=row.digest)
-    except StaleGenerationError:
-        # A restore (any reader) may have completed this very commit first.
-        if hwm_read(run=run) != HighWaterMarkInfo(generation=envelope.generation, digest=row.digest):
-            raise
+        try:
+            hwm_advance(run=run, expected=expected_generation, generation=envelope.generation,
+                        digest=row.digest)
+        except StaleGenerationError:
+            # A restore (any reader) may have completed this very commit first.
+            if hwm_read(run=run) != HighWaterMarkInfo(generation=envelope.generation,
+                                                      digest=row.digest):
+                raise
+    except HighWaterMarkMissingError as exc:
+        raise MarkPendingError(
+            f"generation {envelope.generation} is committed on the main database, but its "
+            f"high-water mark could not be moved: {exc.message}",
+            run_id=lease.run_id, generation=envelope.generation) from None
     crash_point(AFTER_HWM_CAS)
 
 
@@ -311,10 +320,11 @@ def commit_plan_apply(plan: CommitPlan) -> None:
     Raises:
         LeaseLostError: the fence failed (taken over, expired, state version moved on).
         IdentityMismatchError / ScenarioMismatchError: the envelope is not this run's.
-        StaleGenerationError / HighWaterMarkMissingError: the HWM CAS failed. With the mark in
-            its own database the main transaction may already have committed g+1 then: the
-            caller's lease no longer fences (its state version moved), and the next restore
-            completes the mark (``runtime.mark_completion``).
+        StaleGenerationError / HighWaterMarkMissingError: the HWM CAS failed; nothing committed.
+        MarkPendingError: with the mark in its own database, the main transaction committed g+1
+            and the mark could not be moved; the next restore completes it
+            (``runtime.mark_completion``). A StaleGenerationError there means another holder
+            has moved the run on since.
         CheckpointInvariantError: a ledger entry's ``seq`` or ``(kind, key)`` is already stored.
         RunNotFoundError: no such run.
     """

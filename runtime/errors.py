@@ -155,6 +155,17 @@ class HighWaterMarkMissingError(CheckpointError):
     hint = "the HWM store or row is missing; restore it from backup, never recreate it by hand"
 
 
+class MarkPendingError(HighWaterMarkMissingError):
+    """The main transaction committed the checkpoint (the commit point, DESIGN.md section 4.3);
+    its high-water mark could not be moved. ``committed`` (set by ``checkpoint_commit``) is the
+    ``CommitResult`` of what was committed."""
+
+    default_message = "the checkpoint is committed, but its high-water mark could not be moved"
+    hint = ("nothing is lost and nothing needs redoing: the next restore moves the mark once its "
+            "store answers; stop here and let recovery resume the run")
+    committed: Any = None
+
+
 class HighWaterMarkBehindError(CheckpointError):
     default_message = ("the main database committed generations the high-water mark never recorded: "
                        "refusing to restore")

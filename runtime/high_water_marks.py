@@ -108,7 +108,9 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
 
     Raises:
         StaleGenerationError: the HWM is not at ``expected`` (another commit got there first).
-        HighWaterMarkMissingError: the HWM row, table or database is missing; nothing committed.
+        HighWaterMarkMissingError: the HWM row, table or database is missing; the mark did not
+            move (with the mark in its own database the caller's main transaction may have
+            committed: ``runtime.commit_transaction`` says so with ``MarkPendingError``).
     """
     alias = hwm_alias()
 
@@ -141,7 +143,7 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
                 cas()  # commits here: the commit point
     except HWM_STORE_ERRORS as exc:
         raise HighWaterMarkMissingError(
-            f"the high-water mark store is unavailable ({type(exc).__name__}): nothing committed",
+            f"the high-water mark store is unavailable ({type(exc).__name__}): the mark did not move",
             run_id=run.run_id,
             alias=alias,
         ) from None

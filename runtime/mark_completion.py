@@ -23,6 +23,8 @@ from runtime.errors import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
     HighWaterMarkBehindError,
+    HighWaterMarkMissingError,
+    RatchetError,
     StaleGenerationError,
 )
 from runtime.high_water_marks import HighWaterMarkInfo, hwm_advance, hwm_read
@@ -115,11 +117,43 @@ def hwm_committed(*, run: Run) -> HighWaterMarkInfo:
         hwm_advance(run=run, expected=hwm.generation, generation=done.generation,
                     digest=done.digest)
     except StaleGenerationError:
-        if hwm_read(run=run) != done:
+        now = hwm_read(run=run)
+        # Moved to exactly this commit by its writer or another reader, or already past it by a
+        # later commit (this run row was read before either): the mark is complete either way.
+        if now != done and now.generation <= done.generation:
             raise
-        return done
+        return now
     logger.warning(
         "run %s: the commit of generation %d reached its commit point but not its high-water "
         "mark (the writer stopped in between); the mark now records it", run.run_id,
         done.generation)
     return done
+
+
+def hwm_for_display(*, run: Run, stored: HighWaterMarkInfo | None = None) -> HighWaterMarkInfo | None:
+    """The mark a page or report shows for ``run``: one that lags its run row by one commit is
+    completed first, as a restore would (:func:`hwm_committed`), so a run that finished while
+    its mark store was away does not show its previous generation as the committed one.
+
+    Args:
+        run: the run row.
+        stored: the mark already read (in bulk, for a list page); None reads it here.
+
+    Returns:
+        The mark, or None when it is missing. When completing it fails closed (the named
+        checkpoint does not verify, the run row is further ahead), the mark as stored: each
+        stored row then shows its own verdict, and a restore refuses as it always did.
+    """
+    if stored is not None and run.generation <= stored.generation:
+        return stored
+    try:
+        return hwm_committed(run=run)
+    except HighWaterMarkMissingError:
+        return None
+    except RatchetError:
+        if stored is not None:
+            return stored
+        try:
+            return hwm_read(run=run)
+        except HighWaterMarkMissingError:
+            return None

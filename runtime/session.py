@@ -30,10 +30,10 @@ from runtime.adapters.factory import open_adapter
 from runtime.approval_checks import evidence_verify
 from runtime.attachments import attachment_get, attachment_put
 from runtime.cases import case_sync
-from runtime.checkpoints import checkpoint_commit, checkpoint_restore
+from runtime.checkpoints import CommitResult, checkpoint_commit, checkpoint_restore
 from runtime.core.checkpoint import TERMINAL_PHASES, EnvironmentRef, RunState, VersionSet
 from runtime.environments import adapter_bind
-from runtime.errors import RunSpecMissingError
+from runtime.errors import MarkPendingError, RunSpecMissingError
 from runtime.heartbeats import LeaseHeartbeat
 from runtime.leases import Lease, lease_acquire_waiting, lease_release
 from runtime.models import Run
@@ -94,6 +94,9 @@ class RunSession:
     released: bool = False
     """The lease was given up, by a commit into a terminal phase (:func:`session_commit`) or by
     :func:`session_release`."""
+    mark_pending: bool = False
+    """A commit of this session reached its commit point but not its high-water mark: no further
+    commit may build on it until a restore completes the mark (DESIGN.md section 4.3)."""
 
     @property
     def run_id(self) -> str:
@@ -226,7 +229,12 @@ def session_commit(session: RunSession, *events: tuple[str, dict[str, Any]]) -> 
 
     Raises:
         LeaseLostError / StaleGenerationError: another worker took the run over; stop.
+        MarkPendingError: committed, its high-water mark not moved (the session is advanced).
     """
+    if session.mark_pending:
+        raise MarkPendingError("an earlier commit of this session is not recorded by its high-water mark; "
+                               "nothing more is committed until a restore completes the mark",
+                               run_id=session.run_id, generation=session.generation)
     now = time.monotonic()
     session.state.usage.wall_seconds = round(session.state.usage.wall_seconds + (now - session.last_tick), 6)
     session.last_tick = now
@@ -235,10 +243,23 @@ def session_commit(session: RunSession, *events: tuple[str, dict[str, Any]]) -> 
     # needs no renewal transaction of its own while commits keep coming; a terminal phase is the
     # run's last commit, and the same UPDATE gives the lease up.
     release = session.state.phase in TERMINAL_PHASES
-    result = checkpoint_commit(lease=session.lease, state=session.state, expected_generation=session.generation,
-                               events=list(events), environment_version=session.state.environment.version,
-                               renew_seconds=session.ttl, within=within, release=release)
-    session.released = release
+    try:
+        result = checkpoint_commit(lease=session.lease, state=session.state,
+                                   expected_generation=session.generation, events=list(events),
+                                   environment_version=session.state.environment.version,
+                                   renew_seconds=session.ttl, within=within, release=release)
+    except MarkPendingError as exc:
+        # Committed, its mark not moved: the session holds what was committed, so whatever
+        # releases it next (run_session, the engine) sees the lease as it now is.
+        _session_committed(session, exc.committed, now=now, events=events, released=release)
+        session.mark_pending = True
+        raise
+    _session_committed(session, result, now=now, events=events, released=release)
+
+
+def _session_committed(session: RunSession, result: CommitResult, *, now: float,
+                       events: tuple[tuple[str, dict[str, Any]], ...], released: bool) -> None:
+    session.released = released
     session.renewed_at = now
     session.lease = result.lease
     session.generation = result.generation

@@ -19,7 +19,9 @@ from runtime.core.canonical import digest_bytes
 from runtime.core.envelope import open_envelope
 from runtime.core.signing import TrustRoot
 from runtime.errors import RatchetError, SigningError
+from runtime.high_water_marks import HighWaterMarkInfo
 from runtime.keys import keyring_for
+from runtime.mark_completion import hwm_for_display
 from runtime.models import Checkpoint, HighWaterMark, Run
 from runtime.routers import hwm_alias
 
@@ -68,6 +70,15 @@ def committed_statuses(*, runs: list[Run]) -> dict[str, tuple[int | None, Checkp
     except (OperationalError, ProgrammingError) as exc:
         down = CheckpointStatus("bad", "HWM store unavailable", type(exc).__name__)
         return {r.run_id: (None, down) for r in runs}
+
+    for run in runs:
+        scope = (run.task_id, run.run_id, run.environment_instance_id)
+        found = hwms.get(scope)
+        if found is not None and run.generation > found[0]:
+            # The mark lags its run row (its writer stopped after the commit point): complete
+            # it as a restore would (DESIGN.md section 4.3), or show it as stored.
+            shown = hwm_for_display(run=run, stored=HighWaterMarkInfo(*found))
+            hwms[scope] = (shown.generation, shown.digest) if shown is not None else found
 
     wanted = {}
     for run in runs:

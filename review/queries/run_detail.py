@@ -18,9 +18,10 @@ from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import ExecutedWrite, RunState
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
-from runtime.errors import HighWaterMarkMissingError, RatchetError, RunNotFoundError
-from runtime.high_water_marks import HighWaterMarkInfo, hwm_read
+from runtime.errors import RatchetError, RunNotFoundError
+from runtime.high_water_marks import HighWaterMarkInfo
 from runtime.keys import keyring_for
+from runtime.mark_completion import hwm_for_display
 from runtime.models import Attachment, Checkpoint, Run, TraceEvent
 from runtime.verifiers import verifier_output_digest
 
@@ -158,10 +159,7 @@ def checkpoint_list(*, run: Run, page_number: Any = 1) -> Page:
     checkpoint id), so a run with thousands of generations costs what a run with ten does."""
     rows = Checkpoint.objects.filter(run_id=run.run_id).order_by("-generation", "-id")
     page = Paginator(rows, CHECKPOINTS_PER_PAGE).get_page(page_number)
-    try:
-        hwm: HighWaterMarkInfo | None = hwm_read(run=run)
-    except HighWaterMarkMissingError:
-        hwm = None
+    hwm: HighWaterMarkInfo | None = hwm_for_display(run=run)
     try:
         keyring, keyring_error = keyring_for(TrustRoot.CHECKPOINT), ""
     except RatchetError as exc:

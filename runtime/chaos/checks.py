@@ -81,9 +81,9 @@ def chaos_checks(*, run_id: str, baseline_fingerprint: str | None, own_target: b
         checks.append(Check("completion bound to the final environment version", bound,
                             f"now {obs.version}; completion names "
                             f"{sorted({str(p.get('environment_version')) for p in done}) or 'nothing'}"))
-    # The checkpoint rows are the record of what committed; the trace may miss a commit's events
-    # when the HWM has its own database and a crash hit between the mark's commit and the main
-    # one (DESIGN.md section 4.3), so the trace must only never go back, not rise by one each.
+    # The checkpoint rows are the record of what committed; a run committed by an earlier release
+    # may miss a commit's events (a crash between its mark's commit and its main one, DESIGN.md
+    # section 4.3), so the trace must only never go back, not rise by one each.
     stored = set(Checkpoint.objects.filter(run_id=run_id).values_list("generation", flat=True))
     traced = [int(p.get("generation", 0)) for t, p in events if t == "checkpoint.committed"]
     rising = all(b > a for a, b in zip(traced, traced[1:], strict=False))

@@ -15,6 +15,7 @@ from runtime.admission import admission_check
 from runtime.checkpoints import run_create
 from runtime.combinations import combination_assign, combination_fields, combination_select
 from runtime.core.checkpoint import BudgetLimits, Phase, RunIdentity, RunState, Scope, VersionSet
+from runtime.errors import MarkPendingError
 from runtime.leases import lease_release
 from runtime.planners.base import planner_state_check
 from runtime.planners.factory import build_planner
@@ -48,6 +49,9 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
         CombinationStateError: the scope has no canary or active combination for this spec
             (DESIGN.md section 8.4); nothing was created.
         PlannerError / AdapterError: the environment cannot be prepared or observed.
+        MarkPendingError: the run was created (its first checkpoint committed, combination
+            assigned, lease released) but its high-water mark could not be moved; recovery
+            resumes it once the mark store answers.
     """
     spec_file = Path(spec_path).resolve()
     spec = load_task_spec(spec_file)
@@ -110,13 +114,22 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
         "initial": {"instance_id": obs.instance_id, "version": obs.version,
                     "state_fingerprint": obs.state_fingerprint, "kind": obs.kind},
     }
-    result = run_create(
-        state=state, worker=worker, ttl_seconds=ttl, spec=stored_spec,
-        events=[("run.started", {"task_id": spec.task.id, "task_version": spec.task.version,
-                                 "scenario_fingerprint": scenario, "environment": env_ref.model_dump(mode="json"),
-                                 "plugins": pins, "combination_id": combination.combination_id})],
-    )
+    pending: MarkPendingError | None = None
+    try:
+        result = run_create(
+            state=state, worker=worker, ttl_seconds=ttl, spec=stored_spec,
+            events=[("run.started", {"task_id": spec.task.id, "task_version": spec.task.version,
+                                     "scenario_fingerprint": scenario,
+                                     "environment": env_ref.model_dump(mode="json"),
+                                     "plugins": pins, "combination_id": combination.combination_id})],
+        )
+    except MarkPendingError as exc:
+        # Created (its first checkpoint is committed; DESIGN.md section 4.3): it still gets its
+        # combination and a free lease, so recovery resumes it as it would any other run.
+        result, pending = exc.committed, exc
     combination_assign(run_id=run_id, combination=combination)
     lease_release(lease=result.lease)  # traces "lease.released" in the same transaction
+    if pending is not None:
+        raise pending
     log.debug("run %s created at generation %s", run_id, result.generation)
     return run_id

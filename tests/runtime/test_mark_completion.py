@@ -17,14 +17,17 @@ import pytest
 from runtime import commit_transaction
 from runtime.checkpoints import checkpoint_commit, checkpoint_hwm, checkpoint_restore
 from runtime.core.canonical import digest_bytes
+from runtime.core.checkpoint import Phase, StopReason
 from runtime.errors import (
     BadSignatureError,
     CheckpointCorruptError,
     CheckpointNotFoundError,
     HighWaterMarkBehindError,
     HighWaterMarkMissingError,
+    MarkPendingError,
 )
 from runtime.high_water_marks import hwm_advance
+from runtime.leases import lease_acquire
 from runtime.mark_completion import hwm_committed
 from runtime.models import Checkpoint, HighWaterMark, Run
 from runtime.routers import hwm_alias
@@ -41,16 +44,17 @@ def _mark(run_id: str) -> tuple[int, str]:
     return row.generation, row.checkpoint_digest
 
 
+def _store_down(**_kwargs):
+    raise HighWaterMarkMissingError("the high-water mark store is unavailable (test)")
+
+
 def _commit_without_mark(monkeypatch, start_run) -> tuple[str, str]:
     """Commit generation 2 while the mark store refuses: the main transaction commits, the mark
     stays at 1. Returns the run id and the digest of generation 2."""
     state, first = start_run()
 
-    def store_down(**_kwargs):
-        raise HighWaterMarkMissingError("the high-water mark store is unavailable (test)")
-
-    with monkeypatch.context() as patched, pytest.raises(HighWaterMarkMissingError):
-        patched.setattr(commit_transaction, "hwm_advance", store_down)
+    with monkeypatch.context() as patched, pytest.raises(MarkPendingError):
+        patched.setattr(commit_transaction, "hwm_advance", _store_down)
         checkpoint_commit(lease=first.lease, state=advance(state, planner_state={"marker": "g2"}),
                           expected_generation=1)
     run_id = state.identity.run_id
@@ -146,3 +150,34 @@ def test_a_run_row_an_earlier_release_left_behind_its_mark_catches_up_and_commit
     lease = replace(second.lease, state_version=restored.state_version)
     third = checkpoint_commit(lease=lease, state=advance(advance(state)), expected_generation=2)
     assert (third.generation, _mark(run_id)) == (3, (3, third.digest))
+
+
+def test_a_commit_whose_mark_failed_says_it_committed_and_hands_back_the_committed_lease(monkeypatch, start_run):
+    state, first = start_run()
+
+    with monkeypatch.context() as patched, pytest.raises(MarkPendingError) as caught:
+        patched.setattr(commit_transaction, "hwm_advance", _store_down)
+        checkpoint_commit(lease=first.lease, state=advance(state, phase=Phase.CANCELLED,
+                                                           stop_reason=StopReason.CANCELLED),
+                          expected_generation=1, release=True)
+
+    committed = caught.value.committed
+    assert "is committed on the main database" in str(caught.value)
+    assert (committed.generation, committed.lease.state_version) == (2, first.lease.state_version + 1)
+    run = Run.objects.get(run_id=state.identity.run_id)
+    assert (run.phase, run.generation, run.owner_worker) == ("cancelled", 2, "")  # released with it
+    assert checkpoint_hwm(run_id=state.identity.run_id).generation == 2  # the next reader completes it
+
+
+def test_a_reader_whose_mark_was_moved_past_its_commit_takes_the_newer_mark(monkeypatch, start_run):
+    run_id, digest = _commit_without_mark(monkeypatch, start_run)
+    stale_row = Run.objects.get(run_id=run_id)  # names generation 2, the mark says 1
+    later = checkpoint_restore(run_id=run_id, scenario_fingerprint=FP)  # completes the mark
+    lease = lease_acquire(run_id=run_id, worker="worker-a", ttl_seconds=30)  # the holder, again
+    third = checkpoint_commit(lease=replace(lease, state_version=later.state_version),
+                              state=advance(later.state), expected_generation=2)
+
+    # The first reader read the run row before all that; its compare-and-set 1 -> 2 now fails.
+    shown = hwm_committed(run=stale_row)
+
+    assert (shown.generation, shown.digest) == (3, third.digest)
