@@ -4,11 +4,13 @@ Commit (:func:`checkpoint_commit`): prepare everything outside the transaction (
 receipts-ledger entries onto the committed head, validate, encode the state once, seal, build
 the trace rows), then, with the HWM on the default database, ONE transaction:
 
-1. one ``UPDATE`` of the ``Run`` row: the lease fence and identity as its WHERE clause, the state
-   version CAS, phase/generation mirrors, the lease extension and the trace head (a CAS on the
-   head this process last wrote, so trace appends need no read-modify-write per event);
+1. one ``UPDATE`` of the ``Run`` row: the lease fence, identity and the generation extended as
+   its WHERE clause, the state version CAS, phase/generation/digest mirrors, the lease extension
+   (or its release, for a run's last commit) and the trace head (a CAS on the head this process
+   last wrote, so trace appends need no read-modify-write per event);
 2. rows the caller must commit with the checkpoint (``within``: receipt cache, attachments);
-3. the ledger rows (one multi-row INSERT), crash point ``checkpoint.after_ledger_rows``;
+3. ledger rows no committed checkpoint covers dropped, the new ledger rows (one multi-row
+   INSERT), crash point ``checkpoint.after_ledger_rows``;
 4. the checkpoint row, ``checkpoint.after_append``;
 5. the HWM compare-and-set ``g -> g+1`` (``checkpoint.before_hwm_cas`` / ``after_hwm_cas``);
 6. the trace rows (one multi-row INSERT); COMMIT is the commit point (``checkpoint.after_commit``).

@@ -34,7 +34,7 @@ from runtime.errors import (
     RunNotFoundError,
     StaleGenerationError,
 )
-from runtime.high_water_marks import HighWaterMarkInfo, hwm_advance, hwm_read
+from runtime.high_water_marks import hwm_advance
 from runtime.leases import Lease, held_by
 from runtime.ledger import ledger_orphans_drop, ledger_rows_add
 from runtime.models import Checkpoint, Run, TraceEvent
@@ -222,45 +222,12 @@ def _fence(plan: CommitPlan) -> list[TraceEvent]:
     return rows
 
 
-def _commit_one_transaction(plan: CommitPlan) -> None:
-    """Default: the HWM on the default database, so the whole advance is one transaction
-    (DESIGN.md section 4.3): fence UPDATE, ledger rows, checkpoint row, HWM CAS, trace rows."""
-    lease, envelope, row, entries = plan.lease, plan.envelope, plan.row, plan.entries
-    expected_generation, ledger_before = plan.expected_generation, plan.ledger_before
-    try:
-        with transaction.atomic():
-            trace_rows = _fence(plan)
-            for write in plan.within:
-                write()
-            ledger_rows_add(run_id=lease.run_id, entries=entries, generation=envelope.generation)
-            crash_point(AFTER_LEDGER_ROWS)
-            # ignore_conflicts: a retried commit of the very same bytes reuses its row (the row is
-            # content-addressed by (run, digest)); one INSERT, no SELECT first.
-            compiled_insert(alias=router.db_for_write(Checkpoint), objs=[row], ignore_conflicts=True)
-            crash_point(AFTER_APPEND)
-            crash_point(BEFORE_HWM_CAS)
-            hwm_advance(run=_hwm_run(envelope), expected=expected_generation,
-                        generation=envelope.generation, digest=row.digest)
-            crash_point(AFTER_HWM_CAS)
-            compiled_insert(alias=router.db_for_write(TraceEvent), objs=trace_rows)
-    except IntegrityError:
-        trace_head_forget(lease.run_id)
-        raise _ledger_conflict(lease, ledger_before) from None
-    except BaseException:
-        trace_head_forget(lease.run_id)  # the UPDATE that moved it rolled back
-        raise
-
-
-def _commit_split_hwm(plan: CommitPlan) -> None:
-    """The mark in its own database (the default, DESIGN.md section 4.2): one transaction on the
-    main database -- fence UPDATE (which also names g+1 and its digest on the run row), the
-    engine's rows, uncovered ledger rows dropped, ledger rows, checkpoint row, trace rows -- whose
-    COMMIT is the commit point; then the mark's compare-and-set in its own transaction. A crash
-    in between leaves the mark one behind the run row, and ``runtime.mark_completion`` moves it
-    before anything reads it as committed; if a reader did that first, the compare-and-set finds
-    the mark already at exactly this commit, which is success."""
-    lease, envelope, row, entries = plan.lease, plan.envelope, plan.row, plan.entries
-    expected_generation, ledger_before = plan.expected_generation, plan.ledger_before
+def _main_transaction(plan: CommitPlan, *, mark_inside: bool) -> None:
+    """The main database's transaction of an advance (DESIGN.md section 4.3): fence UPDATE (which
+    also names g+1 and its digest on the run row), the engine's rows, uncovered ledger rows
+    dropped, ledger rows, checkpoint row, the mark's compare-and-set when ``mark_inside`` (the
+    mark on the default database), trace rows. Its COMMIT is the commit point."""
+    lease, envelope, row = plan.lease, plan.envelope, plan.row
     try:
         with transaction.atomic():
             trace_rows = _fence(plan)
@@ -269,34 +236,28 @@ def _commit_split_hwm(plan: CommitPlan) -> None:
             # The fence UPDATE holds the row (and SQLite's BEGIN IMMEDIATE the database), so
             # nobody else can commit: entries beyond the head this state extends belong to no
             # committed checkpoint (left by a release that committed them apart; runtime.ledger).
-            ledger_orphans_drop(run_id=lease.run_id, committed_length=ledger_before.length)
-            ledger_rows_add(run_id=lease.run_id, entries=entries, generation=envelope.generation)
+            ledger_orphans_drop(run_id=lease.run_id, committed_length=plan.ledger_before.length)
+            ledger_rows_add(run_id=lease.run_id, entries=plan.entries, generation=envelope.generation)
             crash_point(AFTER_LEDGER_ROWS)
+            # ignore_conflicts: a retried commit of the very same bytes reuses its row (the row is
+            # content-addressed by (run, digest)); one INSERT, no SELECT first.
             compiled_insert(alias=router.db_for_write(Checkpoint), objs=[row], ignore_conflicts=True)
             crash_point(AFTER_APPEND)
+            if mark_inside:
+                _mark_advance(plan)
             compiled_insert(alias=router.db_for_write(TraceEvent), objs=trace_rows)
     except IntegrityError:
         trace_head_forget(lease.run_id)
-        raise _ledger_conflict(lease, ledger_before) from None
+        raise _ledger_conflict(lease, plan.ledger_before) from None
     except BaseException:
-        trace_head_forget(lease.run_id)
+        trace_head_forget(lease.run_id)  # the UPDATE that moved it rolled back
         raise
+
+
+def _mark_advance(plan: CommitPlan) -> None:
     crash_point(BEFORE_HWM_CAS)
-    run = _hwm_run(envelope)
-    try:
-        try:
-            hwm_advance(run=run, expected=expected_generation, generation=envelope.generation,
-                        digest=row.digest)
-        except StaleGenerationError:
-            # A restore (any reader) may have completed this very commit first.
-            if hwm_read(run=run) != HighWaterMarkInfo(generation=envelope.generation,
-                                                      digest=row.digest):
-                raise
-    except HighWaterMarkMissingError as exc:
-        raise MarkPendingError(
-            f"generation {envelope.generation} is committed on the main database, but its "
-            f"high-water mark could not be moved: {exc.message}",
-            run_id=lease.run_id, generation=envelope.generation) from None
+    hwm_advance(run=_hwm_run(plan.envelope), expected=plan.expected_generation,
+                generation=plan.envelope.generation, digest=plan.row.digest)
     crash_point(AFTER_HWM_CAS)
 
 
@@ -328,7 +289,17 @@ def commit_plan_apply(plan: CommitPlan) -> None:
         CheckpointInvariantError: a ledger entry's ``seq`` or ``(kind, key)`` is already stored.
         RunNotFoundError: no such run.
     """
-    if hwm_alias() == DEFAULT_DB_ALIAS:
-        _commit_one_transaction(plan)
-    else:
-        _commit_split_hwm(plan)
+    mark_inside = hwm_alias() == DEFAULT_DB_ALIAS
+    _main_transaction(plan, mark_inside=mark_inside)
+    if mark_inside:
+        return
+    # The mark in its own database (the default, DESIGN.md section 4.2): its compare-and-set
+    # after the commit point. A crash here leaves the mark one behind the run row, and
+    # runtime.mark_completion moves it before anything reads it as committed.
+    try:
+        _mark_advance(plan)
+    except HighWaterMarkMissingError as exc:
+        raise MarkPendingError(
+            f"generation {plan.envelope.generation} is committed on the main database, but its "
+            f"high-water mark could not be moved: {exc.message}",
+            run_id=plan.lease.run_id, generation=plan.envelope.generation) from None

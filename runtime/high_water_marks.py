@@ -97,8 +97,10 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
     """Compare-and-set the HWM of ``run`` from ``expected`` to ``generation`` with ``digest``.
 
     On the default alias this runs inside the caller's transaction and commits (or rolls back)
-    with the caller's fence; on a separate HWM database it commits here, and that commit is the
-    commit point of the checkpoint (see ``runtime.checkpoints``).
+    with the caller's fence; on a separate HWM database it commits here, after the main
+    transaction that is the commit point (``runtime.commit_transaction``). A mark already at
+    exactly ``generation`` and ``digest`` is success: the same commit, completed by a reader
+    first (``runtime.mark_completion``).
 
     Args:
         run: the run row (its identity columns name the HWM scope).
@@ -107,7 +109,8 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
         digest: ``sha256:<hex>`` of the stored envelope bytes of ``generation``.
 
     Raises:
-        StaleGenerationError: the HWM is not at ``expected`` (another commit got there first).
+        StaleGenerationError: the HWM is neither at ``expected`` nor at this commit (another
+            commit got there first).
         HighWaterMarkMissingError: the HWM row, table or database is missing; the mark did not
             move (with the mark in its own database the caller's main transaction may have
             committed: ``runtime.commit_transaction`` says so with ``MarkPendingError``).
@@ -128,11 +131,13 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
         if updated == 1:
             return
         scope = HighWaterMark.objects.using(alias).filter(**_hwm_scope(run))
-        current = scope.values_list("generation", flat=True).first()
+        current = scope.values_list("generation", "checkpoint_digest").first()
         if current is None:
             raise HighWaterMarkMissingError(run_id=run.run_id, generation=generation)
+        if current == (generation, digest):
+            return  # already moved to exactly this commit (runtime.mark_completion got there first)
         raise StaleGenerationError(
-            run_id=run.run_id, expected_generation=expected, hwm_generation=current
+            run_id=run.run_id, expected_generation=expected, hwm_generation=current[0]
         )
 
     try:

@@ -78,7 +78,7 @@ def hwm_committed(*, run: Run) -> HighWaterMarkInfo:
     generation ``mark + 1``, that commit's main transaction committed and its
     mark's compare-and-set did not happen: the named checkpoint is verified (bytes hash to the
     named digest, MAC, identity) and the mark is moved to it by compare-and-set. A mark that
-    another process moved to exactly that commit meanwhile is the same outcome.
+    another process moved to exactly that commit, or past it, meanwhile is the same outcome.
 
     Args:
         run: the run row, freshly read.
@@ -95,7 +95,8 @@ def hwm_committed(*, run: Run) -> HighWaterMarkInfo:
             bytes do not hash to the named digest.
         BadSignatureError / UnknownKeyError / CheckpointError subclasses: it does not open.
         IdentityMismatchError / ScenarioMismatchError: it is not this run's.
-        StaleGenerationError: the mark moved elsewhere meanwhile.
+        StaleGenerationError: the mark moved meanwhile to another commit of the same generation
+            or an earlier one (never by this protocol).
     """
     hwm = hwm_read(run=run)
     if run.generation < hwm.generation:
@@ -117,10 +118,10 @@ def hwm_committed(*, run: Run) -> HighWaterMarkInfo:
         hwm_advance(run=run, expected=hwm.generation, generation=done.generation,
                     digest=done.digest)
     except StaleGenerationError:
+        # (A mark moved to exactly this commit by its writer or another reader is success in
+        # hwm_advance itself.) Past it: a later commit moved it on after this run row was read.
         now = hwm_read(run=run)
-        # Moved to exactly this commit by its writer or another reader, or already past it by a
-        # later commit (this run row was read before either): the mark is complete either way.
-        if now != done and now.generation <= done.generation:
+        if now.generation <= done.generation:
             raise
         return now
     logger.warning(
@@ -151,9 +152,10 @@ def hwm_for_display(*, run: Run, stored: HighWaterMarkInfo | None = None) -> Hig
     except HighWaterMarkMissingError:
         return None
     except RatchetError:
-        if stored is not None:
-            return stored
-        try:
-            return hwm_read(run=run)
-        except HighWaterMarkMissingError:
-            return None
+        pass  # fails closed for a restore; a page shows the mark as stored
+    if stored is not None:
+        return stored
+    try:
+        return hwm_read(run=run)
+    except HighWaterMarkMissingError:
+        return None
