@@ -7,7 +7,7 @@ import math
 
 from django import forms
 
-from runtime.admission_thresholds import LABELS, NAMES
+from runtime.rollout.admission_thresholds import LABELS, NAMES
 
 
 class ThresholdForm(forms.Form):

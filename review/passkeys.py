@@ -52,7 +52,7 @@ from runtime.core.passkey_evidence import (
     passkey_problem,
 )
 from runtime.core.signing import TrustRoot
-from runtime.db_clock import db_now
+from runtime.ownership.db_clock import db_now
 from runtime.errors import PasskeyError
 from runtime.keys import signer_for
 
@@ -163,7 +163,7 @@ def passkey_decision_finish(*, reviewer: str, credential: str, state: dict[str, 
                             origin: str, rp_id: str) -> SignedDecision:
     """Check ``reviewer``'s assertion over the fixed decision and sign it under the reviewer
     root with the assertion and the registered public key as its ``passkey`` evidence; the sign
-    count is stored. The caller applies it with ``runtime.reviews.case_decide``.
+    count is stored. The caller applies it with ``runtime.decisions.reviews.case_decide``.
 
     Raises:
         PasskeyError: no ceremony in this session, an unknown or someone else's credential, or

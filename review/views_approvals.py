@@ -2,7 +2,7 @@
 
 Each action is a POST with CSRF (the middleware refuses it without the token before the view
 runs), checked against its own permission in the view, and calls one runtime service with the
-signed-in user as the approver (``runtime.approvals``, ``runtime.engine.run_request_cancel``).
+signed-in user as the approver (``runtime.decisions.approvals``, ``runtime.engine.run_request_cancel``).
 The dashboard never changes runtime rows itself. After the call the browser is redirected
 (303, post/redirect/get) with the outcome as a message: the run page on success, the queue on a
 refusal, with the runtime's reason.
@@ -25,7 +25,7 @@ from review.queries.live import approvals_token, nav_counts
 from review.queries.runs import CANCELLABLE_PHASES, run_get
 from review.scope import scope_run_check, scope_sees_all
 from review.views import fragment_requested, poll_context
-from runtime import approvals as approval_service
+from runtime.decisions import approvals as approval_service
 from runtime import engine as engine_service
 from runtime.errors import (
     ApprovalRefusedError,
@@ -188,7 +188,7 @@ def _has_approval(run_id: str) -> bool:
 @require_perm(Perm.APPROVE_ACTION)
 @require_POST
 def approval_approve(request: HttpRequest, run_id: str) -> HttpResponse:
-    """Approve the write ``run_id`` waits for (``runtime.approvals.approval_grant``), bound to
+    """Approve the write ``run_id`` waits for (``runtime.decisions.approvals.approval_grant``), bound to
     the environment fingerprint the page showed; 303 to the run, or back to the queue with the
     runtime's refusal."""
     return _grant(request, run_id, refresh=False)

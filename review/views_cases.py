@@ -2,7 +2,7 @@
 
 A case page shows the pending intent beside the conflicting receipt (differing fields
 highlighted), the fingerprints, the trace excerpt kept with the case, and the exact binding a
-decision will be signed over (``runtime.reviews.decision_prepare``). Deciding is a POST with
+decision will be signed over (``runtime.decisions.reviews.decision_prepare``). Deciding is a POST with
 CSRF and the reviewer's password re-entered; the view signs *the binding the page showed*
 (``decision_sign_for``) as the signed-in user and hands it to ``case_decide``. If the run or its
 environment changed between viewing and signing, the runtime refuses the decision, keeps the run
@@ -35,7 +35,7 @@ from review.queries.live import cases_token, nav_counts
 from review.scope import scope_case_check
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
 from review.views import fragment_requested, poll_context
-from runtime import reviews as review_service
+from runtime.decisions import reviews as review_service
 from runtime.core.checkpoint import SignedDecision
 from runtime.errors import LeaseError, LeaseHeldError, RatchetError, ReviewCaseNotFoundError
 

@@ -9,8 +9,8 @@ Tenant scope (``review.scope``): a scope or combination of a tenant outside the 
 a 404, and the global ``*/*`` thresholds need a user who sees every tenant.
 
 Each change is a POST with CSRF calling the same runtime service as the command line, with the
-signed-in user as the actor (``runtime.admission``, ``runtime.admission_thresholds``,
-``runtime.combinations``), then a 303 back to the page with the outcome as a message.
+signed-in user as the actor (``runtime.rollout.admission``, ``runtime.rollout.admission_thresholds``,
+``runtime.rollout.combinations``), then a 303 back to the page with the outcome as a message.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from review.queries.rollout import (
     rollout_overview,
     rollout_scope_allowed,
 )
-from runtime import admission as admission_service
-from runtime import admission_thresholds as threshold_service
-from runtime import combinations as combination_service
+from runtime.rollout import admission as admission_service
+from runtime.rollout import admission_thresholds as threshold_service
+from runtime.rollout import combinations as combination_service
 from runtime.errors import CombinationNotFoundError, RatchetError
 from runtime.models import AdmissionThreshold, Combination
 

@@ -12,4 +12,5 @@ class RuntimeConfig(AppConfig):
     def ready(self) -> None:
         # ``checks`` registers the system checks; importing ``celery`` binds @shared_task to this
         # app, now that runtime/__init__.py loads it lazily (to keep runtime.core Django-free).
-        from runtime import celery, checks  # noqa: F401
+        from runtime import checks  # noqa: F401
+        from runtime.project import celery  # noqa: F401

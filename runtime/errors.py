@@ -218,7 +218,7 @@ class RunSpecMissingError(RatchetError):
     default_message = "the run has no stored task spec to open its environment from"
     hint = ("its row lost the spec stored when it was created (edited by hand, or written by another tool); restore "
             "the run's `spec` from a backup to review it, or discard a run that died before its first checkpoint "
-            "(`manage.py runs --half-created`, `manage.py discard-run`)")
+            "(`manage.py runs --half-created`, `manage.py discard_run`)")
 
 
 # --- the agent gateway (DESIGN.md section 5.12) ---------------------------------------------
@@ -237,13 +237,13 @@ class GatewayError(RatchetError):
 class GatewayTokenError(GatewayError):
     code, status = "token_invalid", 401
     default_message = "the token is unknown, revoked or expired"
-    hint = "ask an operator for a new token (`manage.py gateway-tokens issue`); retrying will not help"
+    hint = "ask an operator for a new token (`manage.py gateway_tokens issue`); retrying will not help"
 
 
 class GatewayTokenMissingError(GatewayTokenError):
     code = "token_missing"
     default_message = "no token: send Authorization: Bearer <gateway token>"
-    hint = ("send the token the operator issued (`manage.py gateway-tokens issue`) in the Authorization "
+    hint = ("send the token the operator issued (`manage.py gateway_tokens issue`) in the Authorization "
             "header, or set RATCHET_GATEWAY_TOKEN for --stdio; nothing was recorded")
 
 
@@ -655,7 +655,7 @@ class BundleFormatError(BundleError):
     """A bundle file is not JSON or not a bundle object at all."""
 
     default_message = "not an evidence bundle"
-    hint = "pass the JSON file written by `manage.py export-bundle` or the dashboard download"
+    hint = "pass the JSON file written by `manage.py export_bundle` or the dashboard download"
 
 
 class DemoSetupError(RatchetError):
@@ -699,7 +699,7 @@ class ChaosSetupError(RatchetError):
             "human: no approval steps, a verifier it passes), then run `manage.py chaos` again")
 
 
-# --- discarding half-created runs (manage.py discard-run) -----------------------------------
+# --- discarding half-created runs (manage.py discard_run) -----------------------------------
 
 
 class RunDiscardRefusedError(RatchetError):

@@ -238,7 +238,7 @@ def reviewer_names(*, path: Path | None = None) -> dict[str, str]:
 
 def public_keys_document() -> dict[str, Any]:
     """The public keys of every asymmetric root as JSON, for an auditor (no private key, no
-    checkpoint key). ``manage.py keys export-public`` writes it; ``verify-bundle --public-keys``
+    checkpoint key). ``manage.py keys export-public`` writes it; ``verify_bundle --public-keys``
     reads it (DESIGN.md section 4.8).
 
     Raises:

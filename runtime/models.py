@@ -82,7 +82,7 @@ class Run(models.Model):
     checkpoint_digest = models.CharField(max_length=71, blank=True, default="")
     """The generation the main database committed last and the digest of its envelope. The mark
     (the HWM, in its own database) is authoritative; between a commit's main transaction and the
-    mark's compare-and-set it is one behind, and ``runtime.mark_completion`` moves it to exactly
+    mark's compare-and-set it is one behind, and ``runtime.checkpoints.mark_completion`` moves it to exactly
     this pair (DESIGN.md section 4.3)."""
     cancel_requested = models.BooleanField(default=False)
     """Set by an operator; the worker driving the run settles any pending write, then cancels."""
@@ -136,7 +136,7 @@ class Checkpoint(AppendOnly):
 class HighWaterMark(models.Model):
     """External monotonic generation per (task_id, run_id, environment_instance_id) (DESIGN.md section 4.2).
 
-    Only compare-and-set updates touch ``generation``; see ``runtime.high_water_marks``.
+    Only compare-and-set updates touch ``generation``; see ``runtime.checkpoints.high_water_marks``.
     """
 
     task_id = models.CharField(max_length=200)
@@ -165,7 +165,7 @@ class EnvironmentRegistration(models.Model):
     run. ``location`` and ``identity`` (``"<device>:<inode>"`` of the directory) are recorded when
     a filesystem environment is first registered and checked on every observation, so a byte copy
     (which carries the instance id file along) is not taken for the registered instance.
-    Service: ``runtime.environments``.
+    Service: ``runtime.ownership.environments``.
     """
 
     instance_id = models.CharField(max_length=200, primary_key=True)
@@ -253,7 +253,7 @@ class IdempotencyRecord(models.Model):
 
     Keyed by ``idempotency_key`` and carrying the ``intent_digest`` it was used for, so the same
     key with another intent is detectable (DESIGN.md section 5). ``quarantined`` keys (a
-    reviewer's replan) are never used again. Service: ``runtime.receipts``.
+    reviewer's replan) are never used again. Service: ``runtime.checkpoints.receipts``.
     """
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="idempotency_records")
@@ -281,7 +281,7 @@ class ReviewCase(models.Model):
     Opened by the engine whenever a run freezes in ``needs_review``; the checkpoint holds a
     ``ReviewCaseRef`` with the same ``case_id``. The signed checkpoint is authoritative: this row
     is the dashboard's index and evidence locker, repaired from the checkpoint if a crash left it
-    behind. Service: ``runtime.reviews``.
+    behind. Service: ``runtime.decisions.reviews``.
     """
 
     case_id = models.CharField(max_length=64, primary_key=True)
@@ -323,7 +323,7 @@ class MetricCounter(models.Model):
     Incremented (``INSERT ... ON CONFLICT DO UPDATE``) in the transaction that appends the event
     that causes it, so it commits or rolls back with that event. ``window_start`` is the start
     (unix seconds) of the time bucket the increment fell in: totals sum every bucket, the
-    admission gate sums the buckets of its sliding window. Service: ``runtime.metrics``.
+    admission gate sums the buckets of its sliding window. Service: ``runtime.observability.metrics``.
     """
 
     name = models.CharField(max_length=64)
@@ -345,7 +345,7 @@ class MetricCounter(models.Model):
 
 
 class RecoveryWatch(models.Model):
-    """A run's recoveries not decided yet (DESIGN.md section 8.1; ``runtime.metrics_rules``).
+    """A run's recoveries not decided yet (DESIGN.md section 8.1; ``runtime.observability.rules``).
 
     Written with ``recovery.started``, read when a worker takes the run's lease, and deleted
     with the event that decides them. No foreign key: discarding a run must not be blocked.
@@ -369,7 +369,7 @@ class AdmissionDecision(AppendOnly):
 
     ``body`` is exactly what was signed (canonical JSON) with the reviewer root's key
     ``key_id``; counters in buckets that started before ``decided_at`` no longer count against
-    the scope. Service: ``runtime.admission``.
+    the scope. Service: ``runtime.rollout.admission``.
     """
 
     tenant_id = models.CharField(max_length=200)
@@ -419,7 +419,7 @@ class GatewayToken(models.Model):
 class Combination(models.Model):
     """A deployable version combination (DESIGN.md section 8.4): the digest of its pinned fields
     is its id; ``state`` is canary, active, retired or rolled_back; ``share`` is the fraction of
-    new runs (0..1) it receives while a canary. Service: ``runtime.combinations``."""
+    new runs (0..1) it receives while a canary. Service: ``runtime.rollout.combinations``."""
 
     combination_id = models.CharField(max_length=71, primary_key=True)
     fields = models.JSONField()
@@ -472,9 +472,9 @@ class RegressRecord(AppendOnly):
 class AdmissionThreshold(models.Model):
     """An admin's override of one admission threshold for a scope, edited in the dashboard
     (DESIGN.md section 8.3). ``tenant_id`` / ``task_id`` may be ``"*"`` (every tenant, every
-    task of the tenant); ``name`` is one of ``runtime.admission_thresholds.NAMES``. Overrides win
+    task of the tenant); ``name`` is one of ``runtime.rollout.admission_thresholds.NAMES``. Overrides win
     over settings, which win over the defaults. Every change also appends an
-    ``AdmissionThresholdChange``. Service: ``runtime.admission_thresholds``."""
+    ``AdmissionThresholdChange``. Service: ``runtime.rollout.admission_thresholds``."""
 
     tenant_id = models.CharField(max_length=200)
     task_id = models.CharField(max_length=200)
@@ -513,7 +513,7 @@ class AdmissionThresholdChange(AppendOnly):
 
 class AdmissionClosing(AppendOnly):
     """The first refusal of a scope's new runs after its last re-open: which metric closed
-    admission, its value and threshold (DESIGN.md section 8.3). Service: ``runtime.admission``."""
+    admission, its value and threshold (DESIGN.md section 8.3). Service: ``runtime.rollout.admission``."""
 
     tenant_id = models.CharField(max_length=200)
     task_id = models.CharField(max_length=200)
@@ -533,7 +533,7 @@ class RunSearchTerm(models.Model):
     """One normalised piece of a run's content the dashboard's search matches by its start: an
     idempotency key, an action kind or target, a commit message or one of its words, a changed
     path (``runtime.core.search_text``; DESIGN.md section 6.8). Written with the checkpoint commit
-    that records the intent (``runtime.search_terms``); derived data, not evidence, so it goes
+    that records the intent (``runtime.evidence.search_terms``); derived data, not evidence, so it goes
     with its run."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="search_terms", db_index=False)

@@ -2,7 +2,7 @@
 runtime table. Views import the page module they need.
 
 The approvals queue and the review case pages read through the runtime's services
-(``runtime.approvals.approvals_waiting``, ``runtime.reviews.decision_prepare``); their lists are
+(``runtime.decisions.approvals.approvals_waiting``, ``runtime.decisions.reviews.decision_prepare``); their lists are
 paginated with a fixed page size, so their query counts do not grow with the number of runs.
 
 Query counts are independent of how many runs, checkpoints and trace events exist (issue: "query

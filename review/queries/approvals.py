@@ -1,6 +1,6 @@
 """The approvals queue page: runs waiting for an operator, one card each with its dry-run diff.
 
-The queue reads through the runtime's service (``runtime.approvals.approvals_waiting``), which
+The queue reads through the runtime's service (``runtime.decisions.approvals.approvals_waiting``), which
 verifies each run's committed checkpoint (DESIGN.md section 6).
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 
 from review.scope import scope_filter
-from runtime.approvals import WaitingApproval, approvals_waiting
-from runtime.attachments import attachment_get
+from runtime.decisions.approvals import WaitingApproval, approvals_waiting
+from runtime.evidence.attachments import attachment_get
 from runtime.errors import RatchetError
 from runtime.models import Phase, Run
 
@@ -80,7 +80,7 @@ def _diff_view(digest: str | None) -> DiffView | None:
 class ApprovalCard:
     """One run waiting for an approval, as the queue shows it.
 
-    ``waiting`` is the runtime's view (``runtime.approvals.WaitingApproval``: action, risk,
+    ``waiting`` is the runtime's view (``runtime.decisions.approvals.WaitingApproval``: action, risk,
     digests, environment fingerprint and version, approval state); ``diff`` the dry-run diff.
     """
 

@@ -1,6 +1,6 @@
 """The review case pages: the case list with counts per status, and one case with the intent
 beside the conflicting receipt and the binding a decision would be signed over (DESIGN.md
-section 6). The binding comes from the runtime's service, ``runtime.reviews.decision_prepare``.
+section 6). The binding comes from the runtime's service, ``runtime.decisions.reviews.decision_prepare``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.db.models import Case, Count, Value, When
 from review.scope import scope_filter
 from runtime.errors import RatchetError, ReviewCaseNotFoundError
 from runtime.models import CaseStatus, ReviewCase, TraceEvent
-from runtime.reviews import decision_prepare
+from runtime.decisions.reviews import decision_prepare
 
 CASES_PER_PAGE = 25
 
@@ -98,7 +98,7 @@ class CaseDetail:
         case: the ``ReviewCase`` row (with its run).
         comparison: intent vs receipt, field by field (:class:`Compared`).
         binding: for an open case, the exact fields a decision will be signed over
-            (``runtime.reviews.decision_prepare``: from the committed checkpoint and the
+            (``runtime.decisions.reviews.decision_prepare``: from the committed checkpoint and the
             environment as observed now); ``None`` for a closed case or when it cannot be read.
         binding_error: why the binding could not be prepared (the run's checkpoint fails to
             verify, the environment cannot be observed), or ``""``.

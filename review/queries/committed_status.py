@@ -19,11 +19,11 @@ from runtime.core.canonical import digest_bytes
 from runtime.core.envelope import open_envelope
 from runtime.core.signing import TrustRoot
 from runtime.errors import RatchetError, SigningError
-from runtime.high_water_marks import HighWaterMarkInfo
+from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
 from runtime.keys import keyring_for
-from runtime.mark_completion import hwm_for_display
+from runtime.checkpoints.mark_completion import hwm_for_display
 from runtime.models import Checkpoint, HighWaterMark, Run
-from runtime.routers import hwm_alias
+from runtime.project.routers import hwm_alias
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,9 @@ from typing import Any
 import pygit2
 
 from review.queries.approvals import DiffLine, diff_lines
-from runtime.adapters.git_receipts import original_message
+from runtime.adapters.git.receipts import original_message
 from runtime.adapters.paths import check_relative_path
-from runtime.attachments import attachment_get
+from runtime.evidence.attachments import attachment_get
 from runtime.errors import RatchetError
 from runtime.models import Attachment, ReviewCase
 

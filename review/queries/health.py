@@ -1,9 +1,9 @@
 """The health page: rollout metrics read from the counters, charts over time, run counts
 (DESIGN.md sections 6.6 and 8.1).
 
-Every figure comes from the ``MetricCounter`` table that ``runtime.metrics`` keeps as trace events
-commit, summed over its time buckets: the page never reads the trace. ``manage.py recovery-stats``
-(``runtime.stats``, the whole-trace computation) stays the audit the page is tested against.
+Every figure comes from the ``MetricCounter`` table that ``runtime.observability.metrics`` keeps as trace events
+commit, summed over its time buckets: the page never reads the trace. ``manage.py recovery_stats``
+(``runtime.observability.stats``, the whole-trace computation) stays the audit the page is tested against.
 Recovery duration quantiles come from the histogram, so the page gives the bucket range that
 holds the exact median and p95, not a made-up point.
 """
@@ -23,8 +23,8 @@ from django.db.models.functions import Now
 
 from review.queries.runs import LIVE_PHASES
 from review.scope import AllTenants, scope_filter, scope_tenants
-from runtime.metrics import metrics_bucket_start
-from runtime.metrics_rules import DURATION_BUCKETS_SECONDS
+from runtime.observability.metrics import metrics_bucket_start
+from runtime.observability.rules import DURATION_BUCKETS_SECONDS
 from runtime.models import CaseStatus, MetricCounter, Phase, ReviewCase, Run
 
 RANGES: dict[str, tuple[int, int]] = {"24h": (24 * 3600, 900), "7d": (7 * 24 * 3600, 3600)}
@@ -77,7 +77,7 @@ def histogram_quantile(per_bucket: dict[str, float], q: float) -> QuantileRange 
     (``le`` label -> count), or None when nothing was counted.
 
     Matches ``statistics.quantiles(method="inclusive")`` (and ``statistics.median``) of
-    ``runtime.stats``: the exact quantile interpolates between the values of ranks
+    ``runtime.observability.stats``: the exact quantile interpolates between the values of ranks
     ``floor(h)`` and ``ceil(h)``, ``h = q * (n - 1)``, so it lies between the lower bound of the
     first one's bucket and the upper bound of the second one's.
     """

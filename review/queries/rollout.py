@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from review.scope import scope_allows, scope_sees_all
-from runtime.admission import AdmissionState, admission_scopes, admission_state
-from runtime.admission_thresholds import (
+from runtime.rollout.admission import AdmissionState, admission_scopes, admission_state
+from runtime.rollout.admission_thresholds import (
     WILDCARD,
     ThresholdValue,
     admission_threshold_changes,
     admission_thresholds_explained,
 )
-from runtime.combinations import (
+from runtime.rollout.combinations import (
     InFlightRun,
     combination_canary_metrics,
     combination_in_flight,
@@ -24,7 +24,7 @@ from runtime.combinations import (
     combination_queue,
 )
 from runtime.models import AdmissionDecision, AdmissionThresholdChange, Combination, CombinationEvent
-from runtime.pending_effects import PendingRun, pending_runs_of_scope
+from runtime.rollout.pending_effects import PendingRun, pending_runs_of_scope
 
 MAX_SCOPES = 200
 """Scopes listed on the overview (each costs a few queries); the rest are reached by URL."""

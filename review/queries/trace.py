@@ -18,7 +18,7 @@ from review.queries.search import search_runs
 from review.queries.steps import Step, step_timeline
 from review.scope import scope_filter
 from runtime.models import Run, TraceEvent
-from runtime.trace import ChainReport, trace_verify
+from runtime.evidence.trace import ChainReport, trace_verify
 
 EVENTS_PER_PAGE = 50
 

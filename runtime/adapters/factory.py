@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from runtime.adapters.base import Adapter, AdapterContext
-from runtime.adapters.git import GitAdapter
-from runtime.adapters.workspace import WorkspaceAdapter
+from runtime.adapters.git.adapter import GitAdapter
+from runtime.adapters.workspace.adapter import WorkspaceAdapter
 from runtime.errors import (
     AdapterError,
     AdapterTargetError,
@@ -26,7 +26,7 @@ from runtime.errors import (
     TaskSpecError,
     UnknownAdapterError,
 )
-from runtime.plugins import ADAPTERS, plugin, plugin_load
+from runtime.plugins.registry import ADAPTERS, plugin, plugin_load
 from runtime.taskspec import NoOptions
 from runtime.taskspec.validation_errors import error_lines, render_lines
 

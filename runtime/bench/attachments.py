@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from runtime.attachments import attachment_get, attachment_put
+from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.bench.report import MIB, BenchReport, rate_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.errors import BenchmarkError

@@ -29,20 +29,20 @@ from runtime.bench.floor import floor_sample
 from runtime.bench.report import BenchReport, Ratio, latency_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.bench.state import realistic_state, realistic_write
-from runtime.checkpoints import checkpoint_commit, checkpoint_restore, run_create
+from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_restore, run_create
 from runtime.core.checkpoint import RunState
 from runtime.core.envelope import seal
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
 from runtime.errors import BenchmarkError
 from runtime.keys import keyring_for
-from runtime.leases import Lease
+from runtime.ownership.leases import Lease
 
 LEDGER_BATCH = 250
 """Executed writes recorded per setup commit (setup only; never timed)."""
 
 
-def _restore(state: RunState):  # noqa: ANN202 - runtime.checkpoint_checks.Restored
+def _restore(state: RunState):  # noqa: ANN202 - runtime.checkpoints.checks.Restored
     ident = state.identity
     return checkpoint_restore(run_id=ident.run_id, scenario_fingerprint=ident.scenario_fingerprint,
                               task_version=ident.task_version, policy_version=ident.policy_version,

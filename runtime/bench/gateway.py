@@ -1,6 +1,6 @@
 """The agent gateway's benchmark: call overhead over a direct adapter call, and calls per second.
 
-``manage.py bench-gateway [--calls N] [--clients 1,8,32]`` (DESIGN.md section 5.12). The parent
+``manage.py bench_gateway [--calls N] [--clients 1,8,32]`` (DESIGN.md section 5.12). The parent
 makes a throwaway SQLite file or PostgreSQL ``<name>_bench`` database exactly as ``manage.py
 bench`` does (``runtime.bench.scratch``) and re-executes itself against it; the child refuses to
 measure anywhere else (:func:`~runtime.bench.scratch.scratch_require`). Measured in the child:
@@ -32,7 +32,7 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from runtime.adapters.factory import open_adapter
-from runtime.attachments import attachment_blob, attachment_put
+from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.bench.scratch import (
     scratch_database_create,
     scratch_database_drop,

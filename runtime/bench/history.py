@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from runtime.errors import BenchmarkError
-from runtime.planners.git_source import git_env
+from runtime.planners.git_history.source import git_env
 
 _WORDS = ("ratchet checkpoint lease fence receipt intent digest replay commit tree branch "
           "approval reviewer generation trace evidence adapter planner verifier budget").split()

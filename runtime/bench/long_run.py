@@ -28,7 +28,7 @@ from runtime.bench.report import BenchReport, rate_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.engine import run_advance, run_start
 from runtime.errors import BenchmarkError, LeaseLostError
-from runtime.sweeper import LIVE_PHASES
+from runtime.workers.sweeper import LIVE_PHASES
 
 
 def long_run_task(*, directory: Path, steps: int) -> Path:

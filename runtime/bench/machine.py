@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import connection
 
-from runtime.planners.git_source import git_env
+from runtime.planners.git_history.source import git_env
 
 
 def machine_info() -> dict[str, Any]:

@@ -11,7 +11,7 @@ Timed: ``manage.py worker --concurrency 2`` (two pool processes, beat embedded, 
 broker file of its own, or on the server broker ``RATCHET_BENCH_BROKER_URL`` names: the bench
 child drops every other ``CELERY_*`` variable) is started, and the clock runs from its start
 until every run was re-leased and until every run completed, polled in the database. Then as many runs again are
-orphaned and resumed in-process by :func:`runtime.orphans.orphans_resume_all` with two child
+orphaned and resumed in-process by :func:`runtime.workers.orphans.orphans_resume_all` with two child
 processes (what ``manage.py resume --all-orphaned --jobs 2`` does).
 Checked afterwards: every run completed, with exactly one recovery.
 """
@@ -33,10 +33,10 @@ from runtime.bench.scratch import BROKER_ENV
 from runtime.bench.sizes import BenchSizes
 from runtime.engine import run_start
 from runtime.errors import BenchmarkError
-from runtime.leases import lease_acquire
+from runtime.ownership.leases import lease_acquire
 from runtime.models import Run, TraceEvent
-from runtime.orphans import orphans_resume_all
-from runtime.sweeper import runs_needing_recovery
+from runtime.workers.orphans import orphans_resume_all
+from runtime.workers.sweeper import runs_needing_recovery
 
 DEAD_WORKER = "bench-dead-worker:1"
 """The worker that took every run's lease and died."""

@@ -3,8 +3,8 @@
 Seeds ``runs`` runs and ``runs * events_per_run`` trace events into the scratch database (filler
 rows written in bulk: their hash chains are not real, which no page view checks any more; every
 ``RECOVERED_EVERY``-th run had a recovery, in its trace and in the counters; each has the content
-search terms of one commit, as ``runtime.search_terms`` writes them), plus
-a few real runs made by :func:`runtime.checkpoints.run_create` with signed checkpoints, one of
+search terms of one commit, as ``runtime.evidence.search_terms`` writes them), plus
+a few real runs made by :func:`runtime.checkpoints.protocol.run_create` with signed checkpoints, one of
 them waiting for an approval and one frozen on a review case. Then each page is requested through
 Django's test client as a superuser, ``samples`` times: the server time is the time of the whole
 request inside this process (no network), the query count that of one request.
@@ -27,11 +27,11 @@ from django.test import Client
 from runtime.bench.report import BenchReport, latency_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.bench.state import realistic_state, realistic_write
-from runtime.checkpoints import run_create
+from runtime.checkpoints.protocol import run_create
 from runtime.core.search_text import intent_terms
 from runtime.errors import BenchmarkError
-from runtime.metrics import metrics_bucket_start
-from runtime.metrics_rules import duration_bucket
+from runtime.observability.metrics import metrics_bucket_start
+from runtime.observability.rules import duration_bucket
 from runtime.models import (
     CaseStatus,
     IdempotencyRecord,
@@ -42,8 +42,8 @@ from runtime.models import (
     RunSearchTerm,
     TraceEvent,
 )
-from runtime.stats import recovery_stats
-from runtime.trace import trace_append_txn
+from runtime.observability.stats import recovery_stats
+from runtime.evidence.trace import trace_append_txn
 
 FULL_RUNS = 100_000
 QUICK_RUNS = 500
@@ -127,7 +127,7 @@ def _duration(i: int) -> float:
 
 
 def _recovery_counters(*, tenant_id: str, task_id: str, at: float, seconds: float) -> list[MetricCounter]:
-    """The counter cells one succeeded recovery moves (as ``runtime.metrics`` writes them, one
+    """The counter cells one succeeded recovery moves (as ``runtime.observability.metrics`` writes them, one
     row per cell here: the filler's runs are in distinct minute buckets)."""
     bucket = metrics_bucket_start(at)
     cells = [("recoveries_started", "", 1.0), ("recoveries_succeeded", "", 1.0),
@@ -287,7 +287,7 @@ def pages_measure(*, report: BenchReport, sizes: BenchSizes, runs: int | None = 
     ]
     del waiting
     # The health page before issue 15 computed its numbers with the whole-trace scan, which
-    # ``manage.py recovery-stats`` still runs: timed here on the same data, for the comparison.
+    # ``manage.py recovery_stats`` still runs: timed here on the same data, for the comparison.
     say("pages: recovery_stats (the old health page's whole-trace computation)")
     scans = []
     for _ in range(max(3, samples // 5)):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.adapters.base import Observation
-from runtime.adapters.git_process import PROCESSES_STARTED
+from runtime.adapters.git.process import PROCESSES_STARTED
 from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
 from runtime.bench.history import COMMITTER, git
 from runtime.bench.report import BenchReport, Ratio, rate_metric
@@ -19,8 +19,8 @@ from runtime.engine import StepReport, run_advance, run_start
 from runtime.errors import BenchmarkError
 from runtime.models import TraceEvent
 from runtime.planners.base import Done
-from runtime.planners.git_history import GitHistoryPlanner
-from runtime.planners.git_replay_target import clone_at_base
+from runtime.planners.git_history.planner import GitHistoryPlanner
+from runtime.planners.git_history.replay_target import clone_at_base
 
 
 def _prune_empty_parents(root: Path, path: Path) -> None:

@@ -41,7 +41,7 @@ def scratch_env(*, scratch_dir: Path, url: str, marker: str) -> dict[str, str]:
         DATABASE_URL=url,
         RATCHET_VAR_DIR=str(scratch_dir / "var"),
         RATCHET_LOG_LEVEL="WARNING",  # lease take-overs are expected here; keep the table clean
-        DJANGO_SETTINGS_MODULE="runtime.settings",
+        DJANGO_SETTINGS_MODULE="runtime.project.settings",
         PYTHONPATH=str(settings.BASE_DIR),
     )
     env[SCRATCH_ENV] = marker
@@ -76,7 +76,7 @@ def scratch_database_name(*, name: str) -> str:
 
 def scratch_hwm_name(*, name: str) -> str:
     """The high-water mark store of scratch database ``name``: the ``<name>_hwm`` that
-    ``runtime.settings`` gives a PostgreSQL database by default (DESIGN.md section 4.2)."""
+    ``runtime.project.settings`` gives a PostgreSQL database by default (DESIGN.md section 4.2)."""
     return f"{name[:59]}_hwm"
 
 
@@ -112,7 +112,7 @@ def scratch_database_create(*, settings_dict: Mapping[str, Any]) -> str:
     name = scratch_database_name(name=str(settings_dict["NAME"]))
     try:
         with _maintenance(settings_dict) as conn:
-            # And the child's high-water mark store, <scratch>_hwm (runtime.settings' default).
+            # And the child's high-water mark store, <scratch>_hwm (runtime.project.settings' default).
             for each in (name, scratch_hwm_name(name=name)):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(each)))
     except psycopg.errors.DuplicateDatabase:

@@ -25,7 +25,7 @@ from runtime.core.checkpoint import (
     VersionSet,
 )
 from runtime.core.idempotency import derive_key
-from runtime.planners.git_replay_state import replay_state
+from runtime.planners.git_history.replay_state import replay_state
 
 
 def _sha(*parts: object) -> str:

@@ -9,10 +9,10 @@ from django.db import transaction
 from runtime.bench.report import BenchReport, latency_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.bench.state import realistic_state, realistic_write
-from runtime.checkpoints import run_create
+from runtime.checkpoints.protocol import run_create
 from runtime.errors import BenchmarkError
 from runtime.models import Run
-from runtime.trace import trace_append_txn, trace_verify
+from runtime.evidence.trace import trace_append_txn, trace_verify
 
 
 def trace_measure(*, report: BenchReport, sizes: BenchSizes) -> None:

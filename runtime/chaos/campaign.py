@@ -19,7 +19,7 @@ from runtime.chaos.drive import DriveLog, KillSchedule, chaos_run_drive
 from runtime.chaos.spec_copy import spec_copy
 from runtime.errors import ChaosSetupError
 from runtime.models import Run, TraceEvent
-from runtime.stats import recovery_stats
+from runtime.observability.stats import recovery_stats
 
 
 @dataclass(frozen=True)

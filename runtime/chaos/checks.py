@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from runtime.checkpoints import checkpoint_hwm
+from runtime.checkpoints.protocol import checkpoint_hwm
 from runtime.errors import RatchetError
 from runtime.models import Checkpoint, Run, TraceEvent
 from runtime.replay_check.audit import Check
-from runtime.session import adapter_for_run
-from runtime.trace import trace_verify
+from runtime.checkpoints.session import adapter_for_run
+from runtime.evidence.trace import trace_verify
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ class ChaosScratch:
 def _child_env(*, var_dir: Path, url: str, label: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("RATCHET_", "CELERY_")) and k != "DATABASE_URL"}
-    env.update(DATABASE_URL=url, RATCHET_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="runtime.settings",
+    env.update(DATABASE_URL=url, RATCHET_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="runtime.project.settings",
                PYTHONPATH=str(settings.BASE_DIR))
     env[SCRATCH_ENV] = label
     return env

@@ -186,7 +186,7 @@ def decision_expires_at(decision: SignedDecision, *, validity_seconds: float) ->
 
 def decision_expiry_problem(decision: SignedDecision) -> str | None:
     """Why a decision's signed validity is impossible (it ends before it begins), or None.
-    Checked by ``checkpoint verify`` and ``verify-bundle`` beside the signature that covers it."""
+    Checked by ``checkpoint verify`` and ``verify_bundle`` beside the signature that covers it."""
     if decision.expires_at is not None and decision.expires_at <= decision.issued_at:
         return "expires before it was issued"
     return None

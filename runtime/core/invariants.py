@@ -254,7 +254,7 @@ def _check_phase(state: RunState) -> None:
 
 def _check_pending(state: RunState) -> None:
     # Whether the pending key was executed or quarantined is a ledger lookup, checked by the
-    # commit (``runtime.checkpoints``) and by the ledger itself (DESIGN.md section 3.1).
+    # commit (``runtime.checkpoints.protocol``) and by the ledger itself (DESIGN.md section 3.1).
     pending = state.pending
     if pending is None:
         return

@@ -18,7 +18,7 @@ Public entry points:
     :class:`LedgerView` / :func:`state_ledger`  the engine's lookups and appends for one state.
     :func:`ledger_pending_check`  the pending write's key is neither executed nor quarantined.
 
-This module imports nothing from Django; the rows are ``runtime.ledger``'s.
+This module imports nothing from Django; the rows are ``runtime.checkpoints.ledger``'s.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def ledger_chain_check(*, run_id: str, start: LedgerHead, rows: Iterable[LedgerE
 
 
 class LedgerReader(Protocol):
-    """Indexed reads of a run's committed entries (``runtime.ledger`` implements it)."""
+    """Indexed reads of a run's committed entries (``runtime.checkpoints.ledger`` implements it)."""
 
     def lookup(self, kind: LedgerKind, key: str, *, upto: int) -> bytes | None:
         """Body of the entry ``(kind, key)`` among entries ``1..upto``, or None."""
@@ -138,7 +138,7 @@ class LedgerView:
     entries staged for the next checkpoint commit, which writes them in its transaction.
 
     Lookups are indexed reads (one query per new key, cached: committed entries never change);
-    appends only stage. ``runtime.checkpoints`` calls :meth:`chain_staged` to hash the staged
+    appends only stage. ``runtime.checkpoints.protocol`` calls :meth:`chain_staged` to hash the staged
     entries onto the committed head and :meth:`committed` once they are durable.
     """
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from kombu.exceptions import OperationalError
 
-import runtime.dispatch
+import runtime.workers.dispatch
 from runtime.adapters.factory import open_adapter
-from runtime.approvals import approval_grant, approvals_waiting
-from runtime.attachments import attachment_get
-from runtime.checkpoints import checkpoint_verify
+from runtime.decisions.approvals import approval_grant, approvals_waiting
+from runtime.evidence.attachments import attachment_get
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.demo.agents import AGENT_SCENARIOS, agent_task_write
 from runtime.demo.scenarios import MIN_COMMITS, SCENARIOS, conflicting_commit, task_write
@@ -29,7 +29,7 @@ from runtime.demo.services import DemoServices
 from runtime.engine import run_advance, run_start
 from runtime.errors import DemoSetupError, RatchetError
 from runtime.models import Run
-from runtime.planners.git_source import rev_parse_commit, run_git
+from runtime.planners.git_history.source import rev_parse_commit, run_git
 
 log = logging.getLogger("runtime.demo")
 
@@ -142,7 +142,7 @@ def _seed_completed(spec: Path, worker: str) -> str:
 def _seed_running(spec: Path, worker: str) -> str:
     run_id = run_start(spec_path=spec, worker=worker)
     try:
-        runtime.dispatch.run_enqueue(run_id=run_id)  # looked up at call time: stories record it
+        runtime.workers.dispatch.run_enqueue(run_id=run_id)  # looked up at call time: stories record it
     except OperationalError:
         log.warning("demo: broker unreachable; the sweeper will hand run %s to a worker", run_id)
     return run_id

@@ -2,7 +2,7 @@
 
 One *step* is one of: propose the next write and checkpoint its intent; execute (or reconcile) the
 pending write and checkpoint the receipt; or verify completion. Every step ends in a checkpoint
-commit (``runtime.session.session_commit``), which is fenced by the lease, so a worker that lost
+commit (``runtime.checkpoints.session.session_commit``), which is fenced by the lease, so a worker that lost
 its lease stops at its next commit and the adapter refuses its stale fencing token.
 
 Crash windows (DESIGN.md section 5 table) and how :func:`run_advance` recovers from each:
@@ -33,7 +33,7 @@ The services are re-exported here; the modules hold one concept each:
 * :mod:`runtime.engine.freeze` -- freeze for review with a case, or stop with a reason;
 * :mod:`runtime.engine.cancel` -- ``run_request_cancel`` and the settle-then-stop cancel.
 
-The run session they all work in (lease, restore, fenced commit) is :mod:`runtime.session`.
+The run session they all work in (lease, restore, fenced commit) is :mod:`runtime.checkpoints.session`.
 """
 
 from __future__ import annotations

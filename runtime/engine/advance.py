@@ -25,10 +25,10 @@ from runtime.engine.freeze import run_freeze
 from runtime.engine.propose import write_propose
 from runtime.engine.recover import environment_recover, waiting_reconcile
 from runtime.errors import AdapterError, EngineError, LeaseLostError, RunNotFoundError
-from runtime.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
+from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
 from runtime.models import Run
-from runtime.session import RunSession, default_worker_id, session_open, session_release
-from runtime.trace import trace_append
+from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
+from runtime.evidence.trace import trace_append
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
 
     Args:
         run_id: the run to drive.
-        worker: this worker's id (defaults to ``runtime.session.default_worker_id``).
+        worker: this worker's id (defaults to ``runtime.checkpoints.session.default_worker_id``).
         max_steps: stop after this many committed steps (None: until the run stops or freezes).
         ttl_seconds: lease time to live in seconds (default ``RATCHET_LEASE_SECONDS``).
         wait_seconds: if another worker holds the lease, retry for up to this long (seconds).
@@ -97,7 +97,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
             environment_recover(session)
     except Exception as exc:
         # The release comes first: ``recovery.failed`` must stay the run's newest event, which
-        # keeps the sweeper from re-queueing a run whose restore failed closed (runtime/sweeper.py).
+        # keeps the sweeper from re-queueing a run whose restore failed closed (runtime/workers/sweeper.py).
         _lease_give_back(lease)
         if recovering:
             trace_append(run_id=run_id, event_type="recovery.failed",
@@ -119,7 +119,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         run_step(session)
         if on_step:
             on_step(_report(session, recovering))
-    session_release(session)  # unless the run's last commit did (runtime/session.py)
+    session_release(session)  # unless the run's last commit did (runtime/checkpoints/session.py)
     return _report(session, recovering)
 
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from django.db import router, transaction
 
-import runtime.dispatch
-from runtime.compiled_updates import compiled_rows
+import runtime.workers.dispatch
+from runtime.checkpoints.statements import compiled_rows
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
 from runtime.engine.freeze import run_stop
 from runtime.engine.settle import receipt_settle
 from runtime.errors import RunNotFoundError
 from runtime.models import Run
-from runtime.session import RunSession, run_session
-from runtime.trace import trace_append
+from runtime.checkpoints.session import RunSession, run_session
+from runtime.evidence.trace import trace_append
 
 
 def run_request_cancel(*, run_id: str, requested_by: str) -> str:
@@ -49,7 +49,7 @@ def run_request_cancel(*, run_id: str, requested_by: str) -> str:
             return session.state.phase.value
     if phase in (Phase.RUNNING.value, Phase.PENDING.value):
         # Looked up on the module at call time, so stories can record the hand-off instead.
-        runtime.dispatch.run_enqueue(run_id=run_id)
+        runtime.workers.dispatch.run_enqueue(run_id=run_id)
     return phase
 
 

@@ -13,7 +13,7 @@ from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
 from runtime.engine.freeze import run_freeze
 from runtime.errors import AdapterError
-from runtime.session import RunSession
+from runtime.checkpoints.session import RunSession
 
 
 def credentials_recheck(session: RunSession) -> None:

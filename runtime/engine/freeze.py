@@ -13,15 +13,15 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.cases import case_open, review_case_id
+from runtime.decisions.cases import case_open, review_case_id
 from runtime.core.checkpoint import Receipt, ReviewCaseRef, StopReason
 from runtime.core.statemachine import Event, transition
 from runtime.errors import FencingTokenError
-from runtime.leases import lease_check
-from runtime.metrics import metrics_fencing_rejection_count
+from runtime.ownership.leases import lease_check
+from runtime.observability.metrics import metrics_fencing_rejection_count
 from runtime.models import TraceEvent
-from runtime.session import RunSession, session_commit
-from runtime.trace import trace_append
+from runtime.checkpoints.session import RunSession, session_commit
+from runtime.evidence.trace import trace_append
 
 log = logging.getLogger("runtime.engine")
 

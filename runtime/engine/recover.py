@@ -15,7 +15,7 @@ from runtime.core.statemachine import Event
 from runtime.engine.freeze import run_freeze, run_freeze_fenced
 from runtime.engine.settle import receipt_settle
 from runtime.errors import EnvironmentIdentityError, FencingTokenError
-from runtime.session import RunSession, observation_json, observation_matches
+from runtime.checkpoints.session import RunSession, observation_json, observation_matches
 
 
 def environment_recover(session: RunSession) -> None:

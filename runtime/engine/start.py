@@ -11,16 +11,16 @@ from pathlib import Path
 from django.conf import settings
 
 from runtime.adapters.factory import open_adapter
-from runtime.admission import admission_check
-from runtime.checkpoints import run_create
-from runtime.combinations import combination_assign, combination_fields, combination_select
+from runtime.rollout.admission import admission_check
+from runtime.checkpoints.protocol import run_create
+from runtime.rollout.combinations import combination_assign, combination_fields, combination_select
 from runtime.core.checkpoint import BudgetLimits, Phase, RunIdentity, RunState, Scope, VersionSet
 from runtime.errors import MarkPendingError
-from runtime.leases import lease_release
+from runtime.ownership.leases import lease_release
 from runtime.planners.base import planner_state_check
 from runtime.planners.factory import build_planner
-from runtime.plugin_pins import plugin_pins
-from runtime.session import default_worker_id, store_observation
+from runtime.plugins.pins import plugin_pins
+from runtime.checkpoints.session import default_worker_id, store_observation
 from runtime.taskspec import load_task_spec, scenario_fingerprint
 
 log = logging.getLogger("runtime.engine")

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from runtime.checkpoints import checkpoint_verify
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Phase, RunState
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
@@ -36,9 +36,9 @@ from runtime.gateway.sessions import session_forget, session_keep, session_reuse
 from runtime.gateway.tokens import token_admit
 from runtime.gateway.tools import MAX_CALL_BYTES, arguments_object, call_check, call_id_check, run_spec
 from runtime.models import GatewayToken, Run
-from runtime.planners.chat_tools_tools import FINISH
+from runtime.planners.chat_tools.tools import FINISH
 from runtime.planners.external import ExternalCall, call_digest, call_record, external_call_offered
-from runtime.session import default_worker_id
+from runtime.checkpoints.session import default_worker_id
 
 
 class CallResult(BaseModel):

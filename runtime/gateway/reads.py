@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.checkpoints import checkpoint_verify
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
 from runtime.errors import GatewayInputError

@@ -27,9 +27,9 @@ from typing import Any
 
 from django.conf import settings
 
-from runtime.high_water_marks import hwm_read
-from runtime.leases import Lease
-from runtime.session import RunSession
+from runtime.checkpoints.high_water_marks import hwm_read
+from runtime.ownership.leases import Lease
+from runtime.checkpoints.session import RunSession
 
 _KEPT = 256
 _kept: OrderedDict[str, RunSession] = OrderedDict()

@@ -34,7 +34,7 @@ from runtime.errors import (
     ToolArgumentsError,
     UnknownToolError,
 )
-from runtime.planners.chat_tools_tools import (
+from runtime.planners.chat_tools.tools import (
     FINISH,
     DeclaredCall,
     DeleteFileArgs,

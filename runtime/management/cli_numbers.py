@@ -5,7 +5,7 @@ so ``resume --wait nan`` or ``run --max-steps -1`` used to start and do somethin
 (a ``nan`` wait compares false with every deadline; a negative step limit stops at once). The
 commands use these parsers instead: a bad value is an ``argparse.ArgumentTypeError``, so argparse
 prints ``usage: ...`` and ``argument --wait: ...`` and the process exits 2 (the usage code of
-``runtime.verdicts``) before anything is opened or written.
+``runtime.decisions.verdicts``) before anything is opened or written.
 
 Each factory returns the ``type=`` callable for one option::
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.planners.base import Planner, PlannerContext
-from runtime.planners.git_history import GitHistoryPlanner
-from runtime.plugins import plugin
+from runtime.planners.git_history.planner import GitHistoryPlanner
+from runtime.plugins.registry import plugin
 from runtime.taskspec import GitHistoryPlannerSpec, TaskSpec, spec_plugin
 
 

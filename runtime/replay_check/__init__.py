@@ -1,4 +1,4 @@
-"""The replay acceptance check (``manage.py replay-check``; DESIGN.md section 8).
+"""The replay acceptance check (``manage.py replay_check``; DESIGN.md section 8).
 
 Replays a repository's first-parent history through the git-history planner and the git
 adapter in child processes, SIGKILLs them from outside at moments a seeded RNG picks, resumes

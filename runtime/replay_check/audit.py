@@ -31,7 +31,7 @@ from runtime.replay_check.repository import (
     target_commits,
     tree_of,
 )
-from runtime.trace import trace_verify
+from runtime.evidence.trace import trace_verify
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ probability ``git_share`` the kill then waits (up to two seconds) until a ``git`
 alive in the child's group, so a fixed share of kills lands inside git. The RNG fixes the
 sequence of delays and choices; timing on a real machine still varies, as real crashes do.
 
-Children's exit codes are the verdicts of ``runtime.verdicts``: 0 ends the drive; 3-6 (failed,
+Children's exit codes are the verdicts of ``runtime.decisions.verdicts``: 0 ends the drive; 3-6 (failed,
 cancelled, needs_review, awaiting_approval) end it as a violation; 1 because the lease was held
 or lost (a heartbeat late on a loaded machine) hands over to the next child; any other error
 three times in a row ends it.
@@ -37,7 +37,7 @@ from django.conf import settings
 
 from runtime.models import Run
 from runtime.replay_check.processes import group_kill, group_runs_git, group_start
-from runtime.verdicts import RunExit
+from runtime.decisions.verdicts import RunExit
 
 _POLL_SECONDS = 0.01
 _GIT_WAIT_SECONDS = 2.0

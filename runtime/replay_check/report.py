@@ -11,7 +11,7 @@ from runtime.replay_check.audit import Check
 
 @dataclass(frozen=True)
 class ReplayCheckReport:
-    """Everything ``manage.py replay-check`` prints.
+    """Everything ``manage.py replay_check`` prints.
 
     Attributes:
         source: the source repository path.

@@ -17,7 +17,7 @@ from pathlib import Path
 from runtime.errors import GitReplayError
 
 TRAILER_KEY = "Idempotency-Key"
-"""The trailer every replayed commit carries (``runtime.adapters.git``); read here with git itself."""
+"""The trailer every replayed commit carries (``runtime.adapters.git.adapter``); read here with git itself."""
 
 WHOLE_HISTORY = "whole"
 """Range meaning every first-parent commit after the root commit (the root is the clone's base)."""

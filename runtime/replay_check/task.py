@@ -10,7 +10,7 @@ TASK_ID = "replay-check"
 """Task id of every run the check creates (``manage.py runs`` shows them under it)."""
 
 _TASK = """\
-# Written by manage.py replay-check: replay {count} first-parent commits of the source.
+# Written by manage.py replay_check: replay {count} first-parent commits of the source.
 
 [task]
 id = "{task_id}"

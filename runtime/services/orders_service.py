@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from runtime.adapters.http_contract import (
+from runtime.adapters.http.contract import (
     APPROVAL_HEADER,
     DEFAULT_FENCING_HEADER,
     IDEMPOTENCY_HEADER,

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runtime.adapters.http_contract import LEDGER_ROOT, ledger_next
+from runtime.adapters.http.contract import LEDGER_ROOT, ledger_next
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -29,7 +29,7 @@ from pydantic import (
 from runtime.core.checkpoint import BudgetLimits, Risk, Scope, VersionSet
 from runtime.core.nesting import MAX_NESTING_DEPTH, value_depth
 from runtime.errors import PluginError, PluginLoadError, PluginNotFoundError, TaskSpecError
-from runtime.plugins import ADAPTERS, ENTRY_RE, PLANNERS, PYTHON_KIND, VERIFIERS, LoadedPlugin, plugin_load
+from runtime.plugins.registry import ADAPTERS, ENTRY_RE, PLANNERS, PYTHON_KIND, VERIFIERS, LoadedPlugin, plugin_load
 from runtime.taskspec.paths import GlobPattern
 from runtime.taskspec.planned_actions import planned_action_lines
 from runtime.taskspec.validation_errors import error_lines, render_lines
@@ -274,7 +274,7 @@ def spec_plugin(spec: TaskSpec, table: str) -> tuple[LoadedPlugin, BaseModel]:
     validated options.
 
     Raises:
-        PluginNotFoundError / PluginLoadError: see :func:`runtime.plugins.plugin_load`.
+        PluginNotFoundError / PluginLoadError: see :func:`runtime.plugins.registry.plugin_load`.
         TaskSpecError: the options no longer validate (the plug-in changed since the spec did).
     """
     prefix: tuple[str, ...]

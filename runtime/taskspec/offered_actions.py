@@ -18,7 +18,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from runtime.errors import PolicyActionsError
-from runtime.plugins import LoadedPlugin
+from runtime.plugins.registry import LoadedPlugin
 from runtime.taskspec.models import TaskSpec, spec_plugin
 from runtime.taskspec.validation_errors import render_lines
 

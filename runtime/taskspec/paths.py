@@ -19,7 +19,7 @@ from typing import Annotated
 from pydantic import AfterValidator, StringConstraints
 
 from runtime.adapters.paths import relative_path_refusal
-from runtime.adapters.workspace import JOURNAL_DIR
+from runtime.adapters.workspace.adapter import JOURNAL_DIR
 
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf"})
 """Unicode categories refused in spec paths: control and format characters (U+202E RIGHT-TO-LEFT

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from runtime.plugins import LoadedPlugin
+from runtime.plugins.registry import LoadedPlugin
 from runtime.taskspec.validation_errors import error_lines
 
 

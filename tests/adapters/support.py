@@ -20,8 +20,8 @@ import pytest
 
 from runtime.adapters.base import Adapter
 from runtime.adapters.factory import open_adapter
-from runtime.adapters.git import GitAdapter
-from runtime.adapters.workspace import WorkspaceAdapter
+from runtime.adapters.git.adapter import GitAdapter
+from runtime.adapters.workspace.adapter import WorkspaceAdapter
 from runtime.core.checkpoint import Action, Receipt
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters.git import GitAdapter
-from runtime.adapters.workspace import WorkspaceAdapter
+from runtime.adapters.git.adapter import GitAdapter
+from runtime.adapters.workspace.adapter import WorkspaceAdapter
 from runtime.errors import AdapterBusyError
 from tests.adapters.support import Env
 

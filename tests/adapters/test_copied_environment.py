@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters.git import GitAdapter
-from runtime.adapters.workspace import WorkspaceAdapter
+from runtime.adapters.git.adapter import GitAdapter
+from runtime.adapters.workspace.adapter import WorkspaceAdapter
 from runtime.engine import run_advance, run_start
 from runtime.models import ReviewCase
 from tests.adapters.support import Env, git

@@ -32,8 +32,8 @@ CASES += [(kind, point, True) for kind, points in AFTER_COMMIT_POINT.items() for
 
 
 def test_every_adapter_crash_point_is_registered_and_covered() -> None:
-    from runtime.adapters import git as git_module
-    from runtime.adapters import workspace as workspace_module
+    from runtime.adapters.git import adapter as git_module
+    from runtime.adapters.workspace import adapter as workspace_module
 
     declared = {value for module in (git_module, workspace_module)
                 for name, value in vars(module).items() if name.startswith("CP_")}

@@ -2,7 +2,7 @@
 
 import subprocess
 
-from runtime.adapters.git import GitAdapter
+from runtime.adapters.git.adapter import GitAdapter
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import Action
 

@@ -3,7 +3,7 @@ operation journal guards (DESIGN.md section 5.5): counted, not timed."""
 
 from __future__ import annotations
 
-from runtime.adapters.git_process import PROCESSES_STARTED
+from runtime.adapters.git.process import PROCESSES_STARTED
 from tests.adapters.support import Env, commit_action, git
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.adapters.git_receipts import original_message
+from runtime.adapters.git.receipts import original_message
 from runtime.errors import InvalidActionError
 from tests.adapters.support import Env, commit_action, commits_with_key, git
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.adapters.git import GitAdapter
-from runtime.adapters.git_state import CONFIG_BASE_COMMIT
+from runtime.adapters.git.adapter import GitAdapter
+from runtime.adapters.git.state import CONFIG_BASE_COMMIT
 from tests.adapters.support import TOKEN, BlobStore, Env, commits_with_key, git
 
 _FORGED = ("Vendored from elsewhere\n\n"

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from runtime.adapters import git_process
+from runtime.adapters.git import process as git_process
 from runtime.errors import DuplicateReceiptError
 from tests.adapters.support import Env, git
 

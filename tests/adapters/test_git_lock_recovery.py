@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters import git_recovery
-from runtime.adapters.git import GitAdapter
+from runtime.adapters.git import recovery as git_recovery
+from runtime.adapters.git.adapter import GitAdapter
 from runtime.core.crashpoints import CRASH_POINTS
 from runtime.errors import PreconditionFailedError
 from tests.adapters.support import Env, commits_with_key, git, run_child

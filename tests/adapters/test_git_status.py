@@ -12,8 +12,8 @@ import pygit2
 import pytest
 from pygit2.enums import ConfigLevel
 
-from runtime.adapters.git_process import GitProcess
-from runtime.adapters.git_status import StatusRecord, WorktreeStatus
+from runtime.adapters.git.process import GitProcess
+from runtime.adapters.git.status import StatusRecord, WorktreeStatus
 from tests.adapters.support import git, make_repo
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pygit2
 import pytest
 
-from runtime.adapters.git_process import GitProcess
-from runtime.adapters.git_receipts import commit_info, written_commit
+from runtime.adapters.git.process import GitProcess
+from runtime.adapters.git.receipts import commit_info, written_commit
 from tests.adapters.support import Env, commit_action, git
 
 MESSAGES = [

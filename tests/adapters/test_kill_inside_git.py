@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters.git import GitAdapter
+from runtime.adapters.git.adapter import GitAdapter
 from runtime.core.checkpoint import Action
 from runtime.errors import AdapterBusyError
 from tests.adapters.support import Env, commits_with_key, git, start_child

@@ -9,8 +9,8 @@ import pytest
 
 from runtime.adapters.base import Adapter
 from runtime.adapters.factory import open_adapter
-from runtime.adapters.git import GitAdapter
-from runtime.adapters.workspace import WorkspaceAdapter
+from runtime.adapters.git.adapter import GitAdapter
+from runtime.adapters.workspace.adapter import WorkspaceAdapter
 from runtime.errors import AdapterError, AdapterTargetError, UnknownAdapterError
 from tests.adapters.support import git, make_repo
 

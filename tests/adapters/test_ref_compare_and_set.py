@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-import runtime.adapters.git as git_adapter
+import runtime.adapters.git.adapter as git_adapter
 from runtime.errors import ConcurrentWriteError
 from tests.adapters.support import Env, commits_with_key, git
 

@@ -1,5 +1,5 @@
 """Story: the workspace adapter reads its receipt journal incrementally (issue 9; the rule is in
-``runtime.adapters.workspace_journal``): a call parses only the lines appended since the
+``runtime.adapters.workspace.journal``): a call parses only the lines appended since the
 process's last read of that journal, and a journal that was truncated, replaced or edited near
 the end of that read is read again in full, so its corruption still fails closed; the audit's
 ``receipts()`` always reads every line."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters.workspace_journal import ReceiptJournal
+from runtime.adapters.workspace.journal import ReceiptJournal
 from runtime.errors import AdapterStoreCorruptError
 from tests.adapters.support import Env
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runtime.adapters.factory import open_adapter
-from runtime.approvals import approvals_waiting
+from runtime.decisions.approvals import approvals_waiting
 from runtime.engine import run_advance, run_start
 from tests.factories import write_scripted_task
 

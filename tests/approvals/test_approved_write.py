@@ -2,8 +2,8 @@
 
 import pytest
 
-from runtime.approvals import approval_grant
-from runtime.checkpoints import checkpoint_verify
+from runtime.decisions.approvals import approval_grant
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
 from runtime.errors import ApprovalRefusedError

@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from runtime.approval_checks import approval_problem
-from runtime.approvals import approval_grant
-from runtime.checkpoints import checkpoint_verify
+from runtime.decisions.approval_checks import approval_problem
+from runtime.decisions.approvals import approval_grant
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger
 
 pytestmark = pytest.mark.django_db(transaction=True)

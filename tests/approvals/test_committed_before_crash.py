@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runtime.approvals import approval_grant
-from runtime.checkpoints import checkpoint_verify
+from runtime.decisions.approvals import approval_grant
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance
@@ -39,7 +39,7 @@ def test_it_only_reconciles_a_write_that_committed_before_the_crash(story):
 
 def test_it_sends_a_receipt_without_approval_binding_to_review(story):
     """Trust boundary: a receipt that does not bind the approval cannot be reconciled as approved."""
-    from runtime.attachments import attachment_put
+    from runtime.evidence.attachments import attachment_put
 
     item = story.waiting()
     digest = attachment_put(data=b"max_orders = 3\n")

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from runtime.approvals import approval_grant
+from runtime.decisions.approvals import approval_grant
 from runtime.core.checkpoint import StopReason
-from runtime.db_clock import db_now
+from runtime.ownership.db_clock import db_now
 from runtime.engine import run_advance
 from runtime.errors import ApprovalTtlError
 from tests.helpers.procs import run_manage, wait_for

@@ -21,7 +21,7 @@ def test_it_causes_zero_side_effects_without_approval(story):
 
 
 def test_it_attaches_a_dry_run_diff(story):
-    from runtime.attachments import attachment_get
+    from runtime.evidence.attachments import attachment_get
 
     item = story.waiting()
     diff = attachment_get(digest=item.dry_run_diff).decode()

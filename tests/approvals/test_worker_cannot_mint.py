@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.approval_checks import evidence_findings
-from runtime.bundle_verification import bundle_verify
-from runtime.bundles import bundle_export
-from runtime.checkpoints import checkpoint_verify
+from runtime.decisions.approval_checks import evidence_findings
+from runtime.evidence.bundle_verification import bundle_verify
+from runtime.evidence.bundles import bundle_export
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import ApprovalEvidence
 from runtime.core.evidence import approval_verify
 from runtime.core.signing import TrustRoot

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def a_run_id() -> str:
-    from runtime.checkpoints import run_create
+    from runtime.checkpoints.protocol import run_create
 
     state = make_state()
     run_create(state=state, worker="counter", ttl_seconds=30)

@@ -127,8 +127,8 @@ def receipt_conflict_run(directory: Path, source: Path, revs: dict[int, str]) ->
     used the pending key for a different commit (same files, another message -- the demo's
     conflict). Returns ``(run_id, the conflicted key)``."""
     from runtime.adapters.factory import open_adapter
-    from runtime.attachments import attachment_get
-    from runtime.checkpoints import checkpoint_verify
+    from runtime.evidence.attachments import attachment_get
+    from runtime.checkpoints.protocol import checkpoint_verify
     from runtime.core.checkpoint import Action
     from runtime.demo.scenarios import conflicting_commit
     from runtime.engine import run_advance, run_start

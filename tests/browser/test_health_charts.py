@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.metrics import metrics_bucket_start
+from runtime.observability.metrics import metrics_bucket_start
 from runtime.models import MetricCounter, Run
 from tests.browser.support import Story
 

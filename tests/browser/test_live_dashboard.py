@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.approvals import approval_grant, approvals_waiting
+from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.engine import run_advance, run_start
 from runtime.models import ReviewCase, Run
 from tests.browser.support import Story, linear_history, receipt_conflict_run, replay_task

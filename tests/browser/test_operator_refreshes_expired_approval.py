@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runtime.approvals import approval_grant, approvals_waiting
+from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.engine import run_advance, run_start
 from runtime.models import Run, TraceEvent
 from tests.browser.support import Story, linear_history, replay_task

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from runtime.adapters.factory import open_adapter
-from runtime.attachments import attachment_get, attachment_put
-from runtime.checkpoints import checkpoint_verify
+from runtime.evidence.attachments import attachment_get, attachment_put
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.engine import run_advance, run_start
 from runtime.models import ReviewCase, Run
-from runtime.reviews import decision_prepare, decision_sign_for
+from runtime.decisions.reviews import decision_prepare, decision_sign_for
 from tests.factories import write_scripted_task
 
 STEPS = [

@@ -9,7 +9,7 @@ from runtime.core.signing import TrustRoot
 from runtime.engine import run_advance
 from runtime.errors import ReviewCaseNotFoundError
 from runtime.models import TraceEvent
-from runtime.reviews import case_decide, decision_prepare
+from runtime.decisions.reviews import case_decide, decision_prepare
 from tests.cases.conftest import freeze_on_conflict
 from tests.factories import make_keyring
 

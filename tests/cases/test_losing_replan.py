@@ -7,19 +7,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import runtime.reviews
-from runtime.checkpoints import checkpoint_verify
+import runtime.decisions.reviews
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger
 from runtime.errors import LeaseLostError, StaleGenerationError
 from runtime.models import IdempotencyRecord, Run
-from runtime.reviews import CP_BEFORE_DECISION_COMMIT, case_decide
+from runtime.decisions.reviews import CP_BEFORE_DECISION_COMMIT, case_decide
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_it_quarantines_no_key_when_a_losing_replan_races_a_winning_abort(conflict, monkeypatch):
     replan, abort = conflict.sign("replan"), conflict.sign("abort", reviewer="rex")
-    real_crash_point = runtime.reviews.crash_point
+    real_crash_point = runtime.decisions.reviews.crash_point
 
     def abort_wins(name: str) -> None:
         real_crash_point(name)
@@ -31,7 +31,7 @@ def test_it_quarantines_no_key_when_a_losing_replan_races_a_winning_abort(confli
             assert case_decide(decision=abort).applied
 
     abort_wins.done = False
-    monkeypatch.setattr(runtime.reviews, "crash_point", abort_wins)
+    monkeypatch.setattr(runtime.decisions.reviews, "crash_point", abort_wins)
     with pytest.raises((LeaseLostError, StaleGenerationError)):
         case_decide(decision=replan)
     state = checkpoint_verify(run_id=conflict.run_id).state

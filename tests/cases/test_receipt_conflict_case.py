@@ -2,7 +2,7 @@
 
 import pytest
 
-from runtime.checkpoints import checkpoint_verify
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.engine import run_advance
 from runtime.models import ReviewCase
 

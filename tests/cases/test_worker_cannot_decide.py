@@ -7,7 +7,7 @@ import pytest
 
 from runtime.core.checkpoint import SignedDecision
 from runtime.models import IdempotencyRecord, TraceEvent
-from runtime.reviews import case_decide
+from runtime.decisions.reviews import case_decide
 from tests.evidence.support import run_forger, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,7 +16,7 @@ import pytest
 from celery import Celery
 from django.db import transaction
 
-from runtime.dispatch import run_enqueue
+from runtime.workers.dispatch import run_enqueue
 from runtime.engine import run_start
 from runtime.models import Run
 from tests.celery.support import Worker, key_effects, wait_for_phase
@@ -31,7 +31,7 @@ class Rollback(Exception):
 @contextmanager
 def publishing_to(url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Celery]:
     """The project's Celery app, publishing to ``url`` instead of the broker under var/."""
-    from runtime.celery import app
+    from runtime.project.celery import app
 
     saved = (app.conf.broker_url, app.conf.broker_transport_options)
     # Celery prefers the environment variable over the setting, so set both.

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runtime.engine import run_start
-from runtime.leases import lease_acquire
+from runtime.ownership.leases import lease_acquire
 from runtime.models import Run, TraceEvent
 from tests.celery.support import Worker, key_effects, wait_for_phase
 from tests.factories import write_scripted_task

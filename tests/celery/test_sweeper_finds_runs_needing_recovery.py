@@ -18,11 +18,11 @@ from django.db import models
 from django.db.models import ExpressionWrapper
 from django.db.models.functions import Now
 
-from runtime.checkpoints import run_create
+from runtime.checkpoints.protocol import run_create
 from runtime.models import Run
-from runtime.sweeper import RecoveryCandidate, lease_expiry_next, runs_needing_recovery
-from runtime.tasks import advance_run, advance_runs, sweep_expired_leases
-from runtime.trace import trace_append
+from runtime.workers.sweeper import RecoveryCandidate, lease_expiry_next, runs_needing_recovery
+from runtime.workers.tasks import advance_run, advance_runs, sweep_expired_leases
+from runtime.evidence.trace import trace_append
 from tests.factories import make_state
 
 pytestmark = pytest.mark.django_db
@@ -160,7 +160,7 @@ def test_it_hands_a_large_backlog_out_in_batches_naming_each_generation(
     settings, django_capture_on_commit_callbacks, monkeypatch
 ) -> None:
     settings.RATCHET_SWEEP_SECONDS = 30
-    monkeypatch.setattr("runtime.tasks.SWEEP_MESSAGES", 2)
+    monkeypatch.setattr("runtime.workers.tasks.SWEEP_MESSAGES", 2)
     orphans = [a_run(owner="celery@dead:1", lease_in=-5) for _ in range(5)]
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:

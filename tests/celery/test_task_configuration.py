@@ -18,11 +18,11 @@ import sqlalchemy
 from django.conf import settings
 from kombu import Connection
 
-import runtime.settings as settings_module
-from runtime.celery import BrokerPolling, app
-from runtime.dispatch import run_enqueue
+import runtime.project.settings as settings_module
+from runtime.project.celery import BrokerPolling, app
+from runtime.workers.dispatch import run_enqueue
 from runtime.errors import RatchetError
-from runtime.tasks import CONNECTION_ERRORS, advance_run, advance_runs, sweep_expired_leases
+from runtime.workers.tasks import CONNECTION_ERRORS, advance_run, advance_runs, sweep_expired_leases
 from tests.helpers.procs import ROOT, child_env
 
 
@@ -104,7 +104,7 @@ def test_it_gives_lost_messages_back_except_on_the_sqlalchemy_broker() -> None:
     ("RATCHET_BROKER_VISIBILITY_SECONDS", "10"),
 ])
 def test_it_refuses_a_malformed_knob_by_name(variable: str, value: str) -> None:
-    done = subprocess.run([sys.executable, "-c", "import runtime.settings"],
+    done = subprocess.run([sys.executable, "-c", "import runtime.project.settings"],
                           env=child_env(**{variable: value, "RATCHET_LEASE_SECONDS": "30"}),
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 

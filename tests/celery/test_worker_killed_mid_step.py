@@ -17,7 +17,7 @@ import pytest
 
 from runtime.engine import run_start
 from runtime.models import Run, TraceEvent
-from runtime.stats import recovery_stats
+from runtime.observability.stats import recovery_stats
 from tests.celery.conftest import SOURCE_COMMITS
 from tests.celery.support import Worker, expected_transport, key_effects, wait_for_phase
 from tests.helpers.procs import KILLED

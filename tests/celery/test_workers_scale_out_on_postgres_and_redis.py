@@ -15,7 +15,7 @@ import pytest
 
 from runtime.engine import run_start
 from runtime.models import Run, TraceEvent
-from runtime.stats import recovery_stats
+from runtime.observability.stats import recovery_stats
 from tests.celery.support import Worker, key_effects, wait_for_phase
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.approvals import approvals_waiting
+from runtime.decisions.approvals import approvals_waiting
 from runtime.engine import run_advance, run_start
 from runtime.models import Run
 from tests.adapters.http.support import EMAIL_ENV, TOKEN_ENV, OrdersService, orders  # noqa: F401

@@ -1,6 +1,6 @@
 """Story: a script trusts ``run`` and ``resume`` exit codes; only a completed run exits 0.
 
-Each outcome a run can reach has its own documented code (``runtime.verdicts``): 3 failed,
+Each outcome a run can reach has its own documented code (``runtime.decisions.verdicts``): 3 failed,
 4 cancelled, 5 needs_review (frozen for a human), 6 awaiting_approval, 7 unfinished
 (``--max-steps``), 1 when the command could not drive the run at all, 2 for usage. ``--json``
 prints the verdict as exactly one JSON object on stdout; the run id line goes to stderr.
@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from runtime.engine import run_request_cancel
-from runtime.verdicts import RunExit
+from runtime.decisions.verdicts import RunExit
 from tests.engine.support import run_target, write_scripted_task
 from tests.helpers.procs import run_manage
 

@@ -2,7 +2,7 @@
 
 The creator died before its first checkpoint was committed: the run row exists (with the clone
 run creation prepared) but no checkpoint is, so nothing can resume it and nobody was told its id.
-The operator lists it with ``runs --half-created`` and removes it with ``discard-run``, which
+The operator lists it with ``runs --half-created`` and removes it with ``discard_run``, which
 refuses any run that committed a checkpoint or whose lease is still live, and logs what it
 removed. Each kill is a real SIGKILL at a named crash point of run creation.
 """
@@ -18,12 +18,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models.functions import Now
 
-from runtime.checkpoints import checkpoint_commit
+from runtime.checkpoints.protocol import checkpoint_commit
 from runtime.engine import run_advance, run_start
 from runtime.errors import LeaseHeldError, RunDiscardRefusedError, RunNotFoundError
-from runtime.leases import lease_acquire
+from runtime.ownership.leases import lease_acquire
 from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
-from runtime.run_discard import run_discard, run_find_half_created
+from runtime.workers.run_discard import run_discard, run_find_half_created
 from tests.engine.support import build_small_history, write_replay_task, write_scripted_task
 from tests.factories import make_state
 from tests.helpers.procs import KILLED, child_env, run_manage, wait_for
@@ -76,7 +76,7 @@ def test_it_lists_and_discards_a_run_killed_while_it_was_created(
     assert run.run_id in listed
     wait_for(lambda: _lease_expired(run.run_id), timeout=10, what="the killed creator's lease to expire")
 
-    with caplog.at_level(logging.WARNING, logger="runtime.run_discard"):
+    with caplog.at_level(logging.WARNING, logger="runtime.workers.run_discard"):
         said = _manage("discard-run", run.run_id, "--operator", "olivia")
 
     assert f"run {run.run_id} discarded by olivia" in said

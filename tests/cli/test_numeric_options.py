@@ -91,7 +91,7 @@ def test_it_refuses_a_meaningless_number_as_a_usage_error(name: str, args: list[
 
 def test_it_still_takes_the_meaningful_edge_values() -> None:
     resume = _parser("resume").parse_args(["RUN", "--wait", "0", "--max-steps", "1"])
-    replay = _parser("replay-check").parse_args(["repo", "--kills", "0", "--git-share", "1", "--seed", "0"])
+    replay = _parser("replay_check").parse_args(["repo", "--kills", "0", "--git-share", "1", "--seed", "0"])
     approve = _parser("approvals").parse_args([*APPROVE, "--ttl", "0.5"])
 
     assert (resume.wait, resume.max_steps) == (0.0, 1)

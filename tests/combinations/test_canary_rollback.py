@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from runtime.combinations import (
+from runtime.rollout.combinations import (
     combination_get,
     combination_of_run,
     combination_promote,
@@ -18,11 +18,11 @@ from runtime.combinations import (
     combination_register,
     combination_regress_record,
 )
-from runtime.dispatch import run_queue
+from runtime.workers.dispatch import run_queue
 from runtime.engine import run_advance, run_start
 from runtime.errors import AdmissionClosedError, CombinationStateError
 from runtime.models import CombinationEvent
-from runtime.trace import trace_append
+from runtime.evidence.trace import trace_append
 from tests.engine.support import trace_events, write_scripted_task
 
 pytestmark = pytest.mark.django_db(transaction=True)

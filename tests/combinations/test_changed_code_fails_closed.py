@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from runtime.models import Run
-from runtime.tasks import advance_run_once
+from runtime.workers.tasks import advance_run_once
 from tests.engine.support import trace_events
 from tests.helpers.procs import KILLED, ROOT, child_env, run_manage
 from tests.plugins.support import notes_task, require_example_package, store

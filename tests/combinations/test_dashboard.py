@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from runtime.bundles import bundle_export
-from runtime.checkpoints import checkpoint_verify
-from runtime.combinations import combination_get, combination_of_run, combination_register
+from runtime.evidence.bundles import bundle_export
+from runtime.checkpoints.protocol import checkpoint_verify
+from runtime.rollout.combinations import combination_get, combination_of_run, combination_register
 from runtime.engine import run_advance, run_start
 from runtime.models import CombinationEvent
 from tests.engine.support import trace_events, write_scripted_task

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.combinations import combination_of_run, combination_queue, combination_register
+from runtime.rollout.combinations import combination_of_run, combination_queue, combination_register
 from runtime.engine import run_start
 from runtime.models import Run
 from tests.celery.conftest import broker, replay_task, source, workers

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.project.settings")
 
 import django  # noqa: E402
 
 django.setup()
 
-from runtime.adapters.workspace import WorkspaceAdapter  # noqa: E402
+from runtime.adapters.workspace.adapter import WorkspaceAdapter  # noqa: E402
 from runtime.engine import run_advance  # noqa: E402
 from runtime.errors import RatchetError  # noqa: E402
 

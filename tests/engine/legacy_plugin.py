@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from runtime.adapters.base import AdapterContext, BlobSource, Observation
-from runtime.adapters.workspace import WorkspaceAdapter
+from runtime.adapters.workspace.adapter import WorkspaceAdapter
 from runtime.core.checkpoint import Action, Receipt
 
 

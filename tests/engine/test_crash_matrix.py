@@ -11,7 +11,7 @@ takes the expired lease over and finishes the run. Then, from the environment's 
 * every ``Idempotency-Key`` trailer is on exactly one commit, there is one keyed commit per
   replayed commit, the keys are the deterministic ``derive_key(run, cursor, 0)`` sequence and
   the ``Intent-Digest`` trailers are the plan's, in order -- the same as an uninterrupted run;
-* ``manage.py recovery-stats --json --run RUN`` reports success rate 1.0, no failure and no
+* ``manage.py recovery_stats --json --run RUN`` reports success rate 1.0, no failure and no
   duplicate submission, and ``manage.py trace RUN`` verifies the hash chain (both commands run
   in the test process: the children above already exercise the CLI).
 
@@ -34,15 +34,15 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-import runtime.adapters.git
-import runtime.adapters.workspace
-import runtime.checkpoints
-import runtime.commit_transaction
+import runtime.adapters.git.adapter
+import runtime.adapters.workspace.adapter
+import runtime.checkpoints.protocol
+import runtime.checkpoints.transaction
 import runtime.engine.complete
 import runtime.engine.execute
 import runtime.engine.propose
 import runtime.engine.settle
-from runtime.checkpoints import checkpoint_hwm
+from runtime.checkpoints.protocol import checkpoint_hwm
 from runtime.core.crashpoints import CRASH_POINTS
 from runtime.core.idempotency import derive_key
 from runtime.engine import run_advance, run_start
@@ -226,9 +226,9 @@ def test_it_fails_closed_when_killed_while_creating_the_run(
 def _count_hits(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     hits: Counter[str] = Counter()
     for module in (runtime.engine.propose, runtime.engine.execute, runtime.engine.settle,
-                   runtime.engine.complete, runtime.checkpoints, runtime.commit_transaction,
-                   runtime.adapters.git,
-                   runtime.adapters.workspace):
+                   runtime.engine.complete, runtime.checkpoints.protocol, runtime.checkpoints.transaction,
+                   runtime.adapters.git.adapter,
+                   runtime.adapters.workspace.adapter):
         original = module.crash_point
 
         def counted(name: str, original=original) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.attachments import attachment_get
+from runtime.evidence.attachments import attachment_get
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start
 from runtime.models import Run

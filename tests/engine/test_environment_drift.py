@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.attachments import attachment_get
+from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
 from runtime.models import Run
 from tests.engine.support import (

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from runtime.adapters.fence import fence_read
-from runtime.approvals import approval_grant
+from runtime.decisions.approvals import approval_grant
 from runtime.engine import run_advance, run_start
-from runtime.leases import lease_acquire, lease_release
+from runtime.ownership.leases import lease_acquire, lease_release
 from runtime.models import EnvironmentRegistration, MetricCounter, ReviewCase, Run
 from tests.engine.support import restore, run_adapter, trace_events, workspace_journal
 

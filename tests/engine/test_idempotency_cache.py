@@ -1,6 +1,6 @@
 """Story: the idempotency cache answers by (key, intent) and never rebinds a key (DESIGN.md section 5.2).
 
-``runtime.receipts`` is the runtime's rebuildable copy of adapter receipts. The same key with
+``runtime.checkpoints.receipts`` is the runtime's rebuildable copy of adapter receipts. The same key with
 the same intent and receipt returns the original receipt (one row, nothing new); the same key
 with another intent -- or the same intent with another receipt -- is a conflict and leaves the
 original untouched; a quarantined key can neither be read nor written.
@@ -15,7 +15,7 @@ import pytest
 from runtime.engine import run_start
 from runtime.errors import KeyQuarantinedError, ReceiptConflictError
 from runtime.models import IdempotencyRecord
-from runtime.receipts import key_quarantine, receipt_cache_get, receipt_cache_put
+from runtime.checkpoints.receipts import key_quarantine, receipt_cache_get, receipt_cache_put
 from tests.core.builders import action, receipt_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime import commit_transaction
-from runtime.checkpoints import checkpoint_hwm
+from runtime.checkpoints import transaction as commit_transaction
+from runtime.checkpoints.protocol import checkpoint_hwm
 from runtime.core.checkpoint import Phase, StopReason
 from runtime.engine import run_advance, run_start
 from runtime.errors import HighWaterMarkMissingError, MarkPendingError
 from runtime.models import CombinationRun, Run
-from runtime.session import run_session, session_commit
+from runtime.checkpoints.session import run_session, session_commit
 from tests.engine.support import write_scripted_task
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")

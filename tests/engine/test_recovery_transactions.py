@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runtime.engine import run_advance, run_start
-from runtime.leases import lease_acquire
+from runtime.ownership.leases import lease_acquire
 from runtime.models import Run, TraceEvent
 from tests.engine.support import write_scripted_task
 from tests.helpers.db_counts import db_counting

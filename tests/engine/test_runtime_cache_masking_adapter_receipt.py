@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.attachments import attachment_get
+from runtime.evidence.attachments import attachment_get
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start
 from runtime.models import IdempotencyRecord, Run
-from runtime.receipts import receipt_cache_put
+from runtime.checkpoints.receipts import receipt_cache_put
 from tests.engine.support import keyed_commits, restore, run_adapter, run_target, trace_types
 from tests.helpers.procs import KILLED, child_env, run_manage
 from tests.planners.gitrepo import git

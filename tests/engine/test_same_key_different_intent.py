@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.attachments import attachment_get, attachment_put
+from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.core.checkpoint import Action
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start

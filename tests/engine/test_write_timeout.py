@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-import runtime.adapters.git_process as git_process
+import runtime.adapters.git.process as git_process
 from runtime.engine import run_advance, run_start
 from runtime.engine.execute import MAX_UNKNOWN_OUTCOME_ATTEMPTS
 from tests.engine.support import (

@@ -20,21 +20,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.project.settings")
 
 import django  # noqa: E402
 
 django.setup()
 
-from runtime.approvals import approval_grant, approvals_waiting  # noqa: E402
+from runtime.decisions.approvals import approval_grant, approvals_waiting  # noqa: E402
 from runtime.core.checkpoint import DecisionKind  # noqa: E402
 from runtime.core.evidence import approval_sign, decision_sign  # noqa: E402
 from runtime.core.signing import Keyring, SecretKey, TrustRoot, parse_keyring_spec  # noqa: E402
 from runtime.core.statemachine import Event, transition  # noqa: E402
 from runtime.errors import RatchetError  # noqa: E402
 from runtime.keys import keyring_for, signer_for  # noqa: E402
-from runtime.reviews import decision_prepare, decision_sign_for  # noqa: E402
-from runtime.session import run_session, session_commit  # noqa: E402
+from runtime.decisions.reviews import decision_prepare, decision_sign_for  # noqa: E402
+from runtime.checkpoints.session import run_session, session_commit  # noqa: E402
 
 
 def emit(**fields: object) -> None:

@@ -1,6 +1,6 @@
 """The bundle verifier never accepts a changed bundle and never fails untyped (DESIGN.md section 7).
 
-Story (issues 13 and 14): an auditor runs ``manage.py verify-bundle FILE`` on a file of unknown
+Story (issues 13 and 14): an auditor runs ``manage.py verify_bundle FILE`` on a file of unknown
 origin. Whatever the file holds -- random bytes, JSON nested thousands deep, a real exported
 bundle with one value replaced by any JSON value -- the command either says "bundle verifies"
 (only for the untouched file) or fails with its error listing what failed (``CommandError``
@@ -20,7 +20,7 @@ from django.core.management import CommandError, call_command
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from runtime.bundle_verification import bundle_load
+from runtime.evidence.bundle_verification import bundle_load
 from runtime.core.signing import TrustRoot
 from runtime.errors import BundleFormatError
 from runtime.keys import keyring_for
@@ -34,16 +34,16 @@ pytestmark = pytest.mark.django_db
 def exported(ratchet_keys, tmp_path: Path) -> dict[str, Any]:
     build_run(keyring_for(TrustRoot.CHECKPOINT), run_id="run-fuzz", generations=2, events=4)
     out = tmp_path / "bundle.json"
-    call_command("export-bundle", "run-fuzz", "--out", str(out), "--by", "ops", stderr=StringIO())
+    call_command("export_bundle", "run-fuzz", "--out", str(out), "--by", "ops", stderr=StringIO())
     return json.loads(out.read_text())
 
 
 def _verify(tmp_path: Path, data: bytes) -> str:
-    """Run ``verify-bundle`` on ``data``: ``"ok"`` or ``"refused"``; anything else propagates."""
+    """Run ``verify_bundle`` on ``data``: ``"ok"`` or ``"refused"``; anything else propagates."""
     path = tmp_path / "fuzzed.json"
     path.write_bytes(data)
     try:
-        call_command("verify-bundle", str(path), stdout=StringIO())
+        call_command("verify_bundle", str(path), stdout=StringIO())
     except CommandError:
         return "refused"
     return "ok"

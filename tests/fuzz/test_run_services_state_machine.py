@@ -40,13 +40,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import runtime.dispatch
-import runtime.leases
-import runtime.ledger
+import runtime.workers.dispatch
+import runtime.ownership.leases
+import runtime.checkpoints.ledger
 from runtime.adapters.factory import open_adapter
-from runtime.approvals import approval_grant, approvals_waiting
-from runtime.attachments import attachment_get, attachment_put
-from runtime.checkpoints import checkpoint_commit, checkpoint_hwm, checkpoint_verify
+from runtime.decisions.approvals import approval_grant, approvals_waiting
+from runtime.evidence.attachments import attachment_get, attachment_put
+from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_hwm, checkpoint_verify
 from runtime.core.checkpoint import Action, Phase, Risk
 from runtime.engine import run_advance, run_start
 from runtime.errors import (
@@ -56,10 +56,10 @@ from runtime.errors import (
     RatchetError,
     StaleGenerationError,
 )
-from runtime.leases import Lease, lease_acquire
+from runtime.ownership.leases import Lease, lease_acquire
 from runtime.models import ReviewCase, Run, TraceEvent
-from runtime.reviews import case_decide, decision_sign_for
-from runtime.trace import trace_head_forget, trace_verify
+from runtime.decisions.reviews import case_decide, decision_sign_for
+from runtime.evidence.trace import trace_head_forget, trace_verify
 from tests.factories import write_scripted_task
 from tests.fuzz.profiles import _COMMON
 
@@ -104,7 +104,7 @@ class RunServices(RuleBasedStateMachine):
     def _forget(self) -> None:
         """What a process that died takes with it: its per-process hints."""
         trace_head_forget(self.run_id)
-        runtime.ledger._VERIFIED.pop(self.run_id, None)  # a fresh process starts without the hint
+        runtime.checkpoints.ledger._VERIFIED.pop(self.run_id, None)  # a fresh process starts without the hint
 
     def _adapter(self):
         if self.adapter is None:
@@ -287,7 +287,7 @@ class RunServices(RuleBasedStateMachine):
 
 
 class _InstantWait:
-    """Stands in for ``time`` in ``runtime.leases``: a service that waits for a busy lease
+    """Stands in for ``time`` in ``runtime.ownership.leases``: a service that waits for a busy lease
     (``lease_acquire_waiting``) gives up at once instead of after seconds of real sleep. Lease
     expiry is judged by the database clock, which this does not touch."""
 
@@ -305,8 +305,8 @@ class _InstantWait:
 def quiet_services(monkeypatch) -> None:
     """The machine drives every advance itself, so an approval or replan publishes no task, and
     waiting for a busy lease costs no wall time."""
-    monkeypatch.setattr(runtime.dispatch, "run_enqueue", lambda *, run_id: None)
-    monkeypatch.setattr(runtime.leases, "time", _InstantWait())
+    monkeypatch.setattr(runtime.workers.dispatch, "run_enqueue", lambda *, run_id: None)
+    monkeypatch.setattr(runtime.ownership.leases, "time", _InstantWait())
 
 
 def test_random_interleavings_keep_the_invariants(ratchet_keys) -> None:

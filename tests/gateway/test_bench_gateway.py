@@ -1,4 +1,4 @@
-"""``manage.py bench-gateway`` measures on a throwaway database and reports every figure."""
+"""``manage.py bench_gateway`` measures on a throwaway database and reports every figure."""
 
 import json
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runtime.approvals import approval_grant, approvals_waiting
+from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.engine import run_request_cancel
 from runtime.errors import (
     GatewayCallConflictError,

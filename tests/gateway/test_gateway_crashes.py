@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from runtime.checkpoints import checkpoint_verify
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.idempotency import derive_key
 from runtime.models import TraceEvent
 from tests.gateway.support import free_port, gateway_start, gateway_stop

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import ElicitResult
 
-from runtime.approvals import approval_grant, approvals_waiting
+from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.models import Run, TraceEvent
 from tests.gateway.support import free_port, gateway_start, gateway_stop
 

@@ -45,14 +45,14 @@ def test_only_operators_reach_the_tokens_page(gw, django_user_model, role, statu
 
 
 def test_the_command_issues_lists_and_revokes(gw, capsys):
-    call_command("gateway-tokens", "issue", gw.run_id, "--agent", "cli-agent", "--action", "write_file")
+    call_command("gateway_tokens", "issue", gw.run_id, "--agent", "cli-agent", "--action", "write_file")
     token = capsys.readouterr().out.strip()
     row = token_authorise(token=token, run_id=gw.run_id)
     assert row.actions == ["write_file"]
-    call_command("gateway-tokens", "list", gw.run_id)
+    call_command("gateway_tokens", "list", gw.run_id)
     listed = capsys.readouterr().out
     assert row.token_id in listed and token.split("_", 2)[2] not in listed
-    call_command("gateway-tokens", "revoke", row.token_id)
+    call_command("gateway_tokens", "revoke", row.token_id)
     with pytest.raises(GatewayTokenError):
         token_authorise(token=token, run_id=gw.run_id)
 

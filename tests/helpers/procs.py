@@ -55,7 +55,7 @@ def child_env(**overrides: str | None) -> dict[str, str]:
     env.pop("RATCHET_CRASH_AT", None)
     env.pop("RATCHET_HWM_DATABASE_URL", None)
     env["PYTHONPATH"] = str(ROOT)
-    env["DJANGO_SETTINGS_MODULE"] = "runtime.settings"
+    env["DJANGO_SETTINGS_MODULE"] = "runtime.project.settings"
     env["RATCHET_VAR_DIR"] = str(settings.VAR_DIR)
     if "DATABASE_URL" not in overrides:
         env["DATABASE_URL"] = database_url()

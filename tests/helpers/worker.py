@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.project.settings")
 
 import django  # noqa: E402
 
@@ -36,7 +36,7 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from runtime.checkpoints import (  # noqa: E402
+from runtime.checkpoints.protocol import (  # noqa: E402
     checkpoint_commit,
     checkpoint_hwm,
     checkpoint_restore,
@@ -45,7 +45,7 @@ from runtime.checkpoints import (  # noqa: E402
 from runtime.core.checkpoint import Phase  # noqa: E402
 from runtime.core.ledger import state_ledger  # noqa: E402
 from runtime.errors import RatchetError  # noqa: E402
-from runtime.leases import lease_acquire, lease_renew  # noqa: E402
+from runtime.ownership.leases import lease_acquire, lease_renew  # noqa: E402
 from tests.core.builders import executed_for  # noqa: E402
 from tests.factories import make_state, scenario_fingerprint  # noqa: E402
 

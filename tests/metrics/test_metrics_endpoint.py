@@ -15,7 +15,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.engine import run_advance, run_start
-from runtime.stats import recovery_stats
+from runtime.observability.stats import recovery_stats
 from tests.engine.support import run_target
 from tests.helpers.procs import run_killed_at
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from runtime.adapters.base import Observation
 from runtime.core.canonical import DigestKind, digest, digest_bytes
 from runtime.core.checkpoint import Action
-from runtime.planners.git_source import git_env
+from runtime.planners.git_history.source import git_env
 
 COMMITTER = {
     "GIT_COMMITTER_NAME": "Replay Bot",

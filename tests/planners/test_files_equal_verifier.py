@@ -13,7 +13,7 @@ from runtime.core.checkpoint import Action
 from runtime.planners.base import Done
 from runtime.planners.factory import build_planner
 from runtime.taskspec import TaskSpec, load_task_spec
-from runtime.verifiers import verify
+from runtime.verifiers.builtin import verify
 from tests.planners.gitrepo import SHIPPED, BlobStore, observation
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from runtime.core.checkpoint import Action
 from runtime.planners.base import Done
 from runtime.planners.factory import build_planner
-from runtime.planners.git_history import GitHistoryPlanner
-from runtime.planners.git_replay_state import read_replay_state, replay_commits
-from runtime.planners.git_replay_target import REPLAY_BRANCH
+from runtime.planners.git_history.planner import GitHistoryPlanner
+from runtime.planners.git_history.replay_state import read_replay_state, replay_commits
+from runtime.planners.git_history.replay_target import REPLAY_BRANCH
 from runtime.taskspec import load_task_spec
-from runtime.verifiers import verify
+from runtime.verifiers.builtin import verify
 from tests.planners.gitrepo import (
     BINARY,
     UNICODE_NAME,

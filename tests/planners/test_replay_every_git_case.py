@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from runtime.adapters.git import GitAdapter
-from runtime.adapters.git_receipts import original_message
+from runtime.adapters.git.adapter import GitAdapter
+from runtime.adapters.git.receipts import original_message
 from runtime.core.checkpoint import Action
-from runtime.planners.git_history import GitHistoryPlanner
-from runtime.planners.git_replay_state import read_replay_state, replay_commits
-from runtime.planners.git_replay_target import clone_at_base
+from runtime.planners.git_history.planner import GitHistoryPlanner
+from runtime.planners.git_history.replay_state import read_replay_state, replay_commits
+from runtime.planners.git_history.replay_target import clone_at_base
 from tests.engine.support import run_target, write_replay_task
 from tests.helpers.git_cases import build_case_repo, first_parent_count
 from tests.planners.gitrepo import BlobStore, observation

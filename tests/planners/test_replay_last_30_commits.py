@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.planners.base import Done
-from runtime.planners.git_history import GitHistoryPlanner
-from runtime.planners.git_replay_target import clone_at_base
+from runtime.planners.git_history.planner import GitHistoryPlanner
+from runtime.planners.git_history.replay_target import clone_at_base
 from runtime.taskspec import SHIPPED_TASKS_DIR, TaskSpec, load_task_spec
-from runtime.verifiers import verify
+from runtime.verifiers.builtin import verify
 from tests.planners.gitrepo import BlobStore, apply_commit, observation, replay_repository
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -15,11 +15,11 @@ import pytest
 
 from runtime.errors import PlannerStateError
 from runtime.planners.base import Done
-from runtime.planners.git_history import GitHistoryPlanner
-from runtime.planners.git_replay_state import read_replay_state, replay_commits
-from runtime.planners.git_replay_target import clone_at_base
+from runtime.planners.git_history.planner import GitHistoryPlanner
+from runtime.planners.git_history.replay_state import read_replay_state, replay_commits
+from runtime.planners.git_history.replay_target import clone_at_base
 from runtime.taskspec import TaskSpec
-from runtime.verifiers import verify
+from runtime.verifiers.builtin import verify
 from tests.planners.gitrepo import BlobStore, apply_commit, build_history, git, observation
 
 

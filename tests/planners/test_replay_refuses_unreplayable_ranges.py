@@ -19,7 +19,7 @@ from runtime.errors import (
     PlannerError,
     PlannerStateError,
 )
-from runtime.planners.git_history import GitHistoryPlanner
+from runtime.planners.git_history.planner import GitHistoryPlanner
 from tests.planners.gitrepo import BlobStore, History, git, observation
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from runtime.errors import GitReplayError, PlannerError, ReplayTargetNotEmptyError
 from runtime.planners.factory import build_planner
-from runtime.planners.git_replay_target import clone_at_base, prepare_target
+from runtime.planners.git_history.replay_target import clone_at_base, prepare_target
 from runtime.taskspec import load_task_spec
 from tests.planners.gitrepo import FIXTURES, History, git
 

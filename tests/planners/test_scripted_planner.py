@@ -75,7 +75,7 @@ def test_it_gives_the_same_intents_in_another_process() -> None:
         "from pathlib import Path\n"
         "print(json.dumps([p.intent_digest() for p in _proposals(Path(sys.argv[1]))[:4]]))\n"
     )
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "DJANGO_SETTINGS_MODULE": "runtime.settings"}
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "DJANGO_SETTINGS_MODULE": "runtime.project.settings"}
     out = subprocess.run([sys.executable, "-c", script, str(FIXTURES / "scripted.toml")],
                          cwd=REPO_ROOT, env=env, capture_output=True, check=True, timeout=60)
 

@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from runtime.planners.git_replay_target import clone_at_base, remove_stale_staging_clones
+from runtime.planners.git_history.replay_target import clone_at_base, remove_stale_staging_clones
 from tests.planners.gitrepo import History, git
 
 ROOT = Path(__file__).resolve().parents[2]
 CLONE = ("import sys; from pathlib import Path; "
-         "from runtime.planners.git_replay_target import clone_at_base; "
+         "from runtime.planners.git_history.replay_target import clone_at_base; "
          "clone_at_base(source=Path(sys.argv[1]), base=sys.argv[2], target=Path(sys.argv[3]))")
 
 

@@ -13,7 +13,7 @@ import pytest
 from runtime.errors import VerifierError
 from runtime.planners.factory import build_planner
 from runtime.taskspec import TaskSpec, load_task_spec
-from runtime.verifiers import verify
+from runtime.verifiers.builtin import verify
 from tests.planners.gitrepo import FIXTURES, BlobStore, History, apply_commit, git, observation
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.attachments import attachment_get
+from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
 from runtime.errors import PluginConstructionError, PluginVersionMismatchError
 from runtime.models import ReviewCase, Run

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import PluginLoadError, PluginNotFoundError, TaskSpecError
-from runtime.plugins import ADAPTERS, PLANNERS, VERIFIERS, plugin_load, plugin_names
+from runtime.plugins.registry import ADAPTERS, PLANNERS, VERIFIERS, plugin_load, plugin_names
 from runtime.taskspec import load_task_spec
 from tests.plugins.support import notes_task, require_example_package
 

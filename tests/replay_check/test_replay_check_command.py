@@ -1,4 +1,4 @@
-"""Story: an operator runs ``manage.py replay-check REPO RANGE --json`` and gets one JSON report."""
+"""Story: an operator runs ``manage.py replay_check REPO RANGE --json`` and gets one JSON report."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_it_prints_one_json_report_and_exits_0_when_every_check_passes(
     monkeypatch.setenv("DATABASE_URL", database_url())  # the children use the test database
     out = io.StringIO()
 
-    call_command("replay-check", str(case_repo), "--kills", "1", "--seed", "5", "--lease-seconds", "1",
+    call_command("replay_check", str(case_repo), "--kills", "1", "--seed", "5", "--lease-seconds", "1",
                  "--no-baseline", "--json", "--workdir", str(tmp_path / "check"), stdout=out, stderr=io.StringIO())
 
     report = json.loads(out.getvalue())
@@ -34,7 +34,7 @@ def test_it_prints_one_json_report_and_exits_0_when_every_check_passes(
 
 def test_it_exits_1_for_a_range_the_repository_does_not_have(tmp_path: Path, case_repo: Path) -> None:
     with pytest.raises(CommandError) as raised:
-        call_command("replay-check", str(case_repo), "last:100000", "--workdir", str(tmp_path / "check"),
+        call_command("replay_check", str(case_repo), "last:100000", "--workdir", str(tmp_path / "check"),
                      stdout=io.StringIO())
 
     assert raised.value.returncode == 1 and "first-parent commits" in str(raised.value)

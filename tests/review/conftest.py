@@ -81,10 +81,10 @@ def client_for(personas: dict[str, object]) -> Callable[..., Client]:
 
 @pytest.fixture
 def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Run ids the runtime handed to the worker queue (``runtime.dispatch.run_enqueue``), recorded
+    """Run ids the runtime handed to the worker queue (``runtime.workers.dispatch.run_enqueue``), recorded
     instead of published: these stories check what the dashboard changed, not a worker."""
-    import runtime.dispatch
+    import runtime.workers.dispatch
 
     calls: list[str] = []
-    monkeypatch.setattr(runtime.dispatch, "run_enqueue", lambda *, run_id: calls.append(run_id))
+    monkeypatch.setattr(runtime.workers.dispatch, "run_enqueue", lambda *, run_id: calls.append(run_id))
     return calls

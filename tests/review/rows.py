@@ -2,7 +2,7 @@
 
 The dashboard only reads, so tests write the rows it reads directly: a ``Run``, its high-water
 mark, signed checkpoints (``seal`` with a test keyring) and a valid hash-chained trace (hashes
-from ``runtime.trace.event_hash``), without running the engine.
+from ``runtime.evidence.trace.event_hash``), without running the engine.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from runtime.core.checkpoint import (
 from runtime.core.envelope import envelope_digest, seal
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import Keyring
-from runtime.ledger import ledger_rows_add
+from runtime.checkpoints.ledger import ledger_rows_add
 from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
-from runtime.trace import event_hash, genesis_hash
+from runtime.evidence.trace import event_hash, genesis_hash
 from tests.factories import make_state
 
 BASE_TIME = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -191,7 +191,7 @@ def build_waiting_run(keyring: Keyring, *, run_id: str, events: int = 3,
                       diff: bytes = b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n") -> Run:
     """A run in ``awaiting_approval`` before a high-risk write, with its ``intent.proposed``
     event naming a stored dry-run diff (as the engine records it)."""
-    from runtime.attachments import attachment_put
+    from runtime.evidence.attachments import attachment_put
     from runtime.core.checkpoint import StopReason
 
     state = pending_state(make_state(run_id=run_id))

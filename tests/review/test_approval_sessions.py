@@ -9,9 +9,9 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-import runtime.approvals
+import runtime.decisions.approvals
 from review.scope import scope_set
-from runtime.leases import lease_acquire, lease_release
+from runtime.ownership.leases import lease_acquire, lease_release
 from runtime.models import ReviewCase
 from tests.review.conftest import PASSWORD
 from tests.review.stories import (
@@ -59,7 +59,7 @@ def test_it_tells_the_losing_session_of_the_same_approver_what_happened(
     expired, client_for, monkeypatch
 ) -> None:
     page = client_for("operator").get(reverse("review:approvals")).content.decode()
-    real_grant = runtime.approvals._grant
+    real_grant = runtime.decisions.approvals._grant
 
     def second_tab_takes_over(ctx, *args, **kwargs):  # type: ignore[no-untyped-def]
         # The same approver's other session acquires the lease under the same holder name
@@ -67,7 +67,7 @@ def test_it_tells_the_losing_session_of_the_same_approver_what_happened(
         lease_acquire(run_id=ctx.run_id, worker="approver:operator", ttl_seconds=30)
         return real_grant(ctx, *args, **kwargs)
 
-    monkeypatch.setattr(runtime.approvals, "_grant", second_tab_takes_over)
+    monkeypatch.setattr(runtime.decisions.approvals, "_grant", second_tab_takes_over)
     response = client_for("operator").post(
         reverse("review:refresh", args=[expired]),
         {"environment_fingerprint": hidden(page, "environment_fingerprint")},

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from review.queries.approvals import APPROVALS_PER_PAGE, diff_lines
-from runtime.approvals import approvals_waiting
+from runtime.decisions.approvals import approvals_waiting
 from tests.review.stories import approval_run, expired_approval_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

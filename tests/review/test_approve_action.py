@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from runtime.approvals import approvals_waiting
+from runtime.decisions.approvals import approvals_waiting
 from runtime.engine import run_advance
 from tests.review.stories import approval_run, events, generation, hidden, messages, phase
 

@@ -13,20 +13,20 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, get_resolver, reverse
 
-import runtime.admission
-import runtime.admission_thresholds
-import runtime.approvals
-import runtime.combinations
+import runtime.rollout.admission
+import runtime.rollout.admission_thresholds
+import runtime.decisions.approvals
+import runtime.rollout.combinations
 import runtime.engine
-import runtime.reviews
+import runtime.decisions.reviews
 from review.forms import binding_token
 from review.permissions import Perm
-from runtime.approvals import ApprovalOutcome
-from runtime.attachments import attachment_put
+from runtime.decisions.approvals import ApprovalOutcome
+from runtime.evidence.attachments import attachment_put
 from runtime.core.evidence import DECISION_BOUND_FIELDS
 from runtime.gateway.tokens import token_issue
 from runtime.models import GatewayToken, ReviewCase
-from runtime.reviews import DecisionOutcome
+from runtime.decisions.reviews import DecisionOutcome
 from tests.factories import make_state
 from tests.review.conftest import PASSWORD, PERSONAS
 from tests.review.rows import build_run
@@ -123,7 +123,7 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
     ReviewCase.objects.create(case_id="case-matrix", run=run, status="aborted",
                               reason="receipt_conflict", decided_by="someone")
     token_issue(run_id="run-matrix", agent="matrix-agent")
-    combo = runtime.combinations.combination_register(
+    combo = runtime.rollout.combinations.combination_register(
         fields={"task": f"{run.tenant_id}/{run.task_id}", "model": "matrix"}, actor="matrix", reason="matrix")
     scope = [run.tenant_id, run.task_id]
     return {
@@ -183,21 +183,21 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
         calls.append(("decide", kwargs))
         return DecisionOutcome("case-matrix", "run-matrix", True, "abort", "failed")
 
-    monkeypatch.setattr(runtime.approvals, "approval_grant", grant)
-    monkeypatch.setattr(runtime.approvals, "approval_refresh", grant)
-    monkeypatch.setattr(runtime.approvals, "approval_deny", deny)
+    monkeypatch.setattr(runtime.decisions.approvals, "approval_grant", grant)
+    monkeypatch.setattr(runtime.decisions.approvals, "approval_refresh", grant)
+    monkeypatch.setattr(runtime.decisions.approvals, "approval_deny", deny)
     monkeypatch.setattr(runtime.engine, "run_request_cancel",
                         lambda **kw: calls.append(("cancel", kw)))
-    monkeypatch.setattr(runtime.reviews, "decision_sign_for", sign)
-    monkeypatch.setattr(runtime.reviews, "case_decide", decide)
+    monkeypatch.setattr(runtime.decisions.reviews, "decision_sign_for", sign)
+    monkeypatch.setattr(runtime.decisions.reviews, "case_decide", decide)
     # The rollout actions (admins only): each records who it was called as.
-    monkeypatch.setattr(runtime.admission, "admission_reopen",
+    monkeypatch.setattr(runtime.rollout.admission, "admission_reopen",
                         lambda **kw: calls.append(("rollout", kw)) or SimpleNamespace(key_id="k"))
-    monkeypatch.setattr(runtime.admission_thresholds, "admission_threshold_set", lambda **kw: calls.append(
+    monkeypatch.setattr(runtime.rollout.admission_thresholds, "admission_threshold_set", lambda **kw: calls.append(
         ("rollout", kw)) or SimpleNamespace(name=kw["name"], old_value=None, new_value=kw["value"]))
-    monkeypatch.setattr(runtime.combinations, "combination_promote",
+    monkeypatch.setattr(runtime.rollout.combinations, "combination_promote",
                         lambda **kw: calls.append(("rollout", kw)) or SimpleNamespace(state="active", share=1.0))
-    monkeypatch.setattr(runtime.combinations, "combination_rollback",
+    monkeypatch.setattr(runtime.rollout.combinations, "combination_rollback",
                         lambda **kw: calls.append(("rollout", kw)) or [])
     return calls
 

@@ -16,8 +16,8 @@ from django.urls import reverse
 
 from review.scope import scope_set
 from runtime.models import RunSearchTerm
-from runtime.search_terms import search_terms_record
-from runtime.trace import trace_append
+from runtime.evidence.search_terms import search_terms_record
+from runtime.evidence.trace import trace_append
 from tests.review.rows import build_run
 from tests.review.stories import completed_run
 
@@ -53,7 +53,7 @@ def commits(checkpoint_keyring, roles) -> dict[str, str]:  # type: ignore[no-unt
     _commit(runs["budget"].run_id, key="ratchet:git:abc123:0001",
             message="Fix the retry budget in the worker\n\nLonger body.", paths=["runtime/engine/budget.py"])
     _commit(runs["lease"].run_id, key="ratchet:git:def456:0001",
-            message="Renew leases before they expire", paths=["runtime/leases.py", "docs/leases.md"])
+            message="Renew leases before they expire", paths=["runtime/ownership/leases.py", "docs/leases.md"])
     _commit(runs["other"].run_id, key="ratchet:git:abc999:0001",
             message="Fix the retry budget for globex", paths=["globex/engine/budget.py"])
     return {name: run.run_id for name, run in runs.items()}
@@ -77,7 +77,7 @@ def test_it_finds_runs_by_commit_message_key_prefix_file_path_and_action(client_
     assert _runs(client, q="ratchet:git:abc1") == {commits["budget"]}
     assert _runs(client, q="engine/budget") == {commits["budget"], commits["other"]}, "from a folder on"
     assert _runs(client, q="leases.md") == {commits["lease"]}, "a file name"
-    assert _runs(client, q="runtime/leases.py") == {commits["lease"]}, "a whole path"
+    assert _runs(client, q="runtime/ownership/leases.py") == {commits["lease"]}, "a whole path"
     assert _runs(client, q="commit") == set(commits.values()), "the action's kind"
     assert _runs(client, q="nothing-like-this") == set()
 

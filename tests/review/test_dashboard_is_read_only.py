@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from runtime.attachments import attachment_put
+from runtime.evidence.attachments import attachment_put
 from runtime.models import Phase
 from tests.factories import make_state
 from tests.review.rows import build_run, pending_state

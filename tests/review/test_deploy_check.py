@@ -15,7 +15,7 @@ def _check_deploy(tmp_path: Path, **overrides: str) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RATCHET_", "DJANGO_"))}
     env.pop("DATABASE_URL", None)
     env.update(
-        DJANGO_SETTINGS_MODULE="runtime.settings",
+        DJANGO_SETTINGS_MODULE="runtime.project.settings",
         RATCHET_VAR_DIR=str(tmp_path),
         DJANGO_SECRET_KEY=secrets.token_urlsafe(64),
         RATCHET_DEBUG="0",

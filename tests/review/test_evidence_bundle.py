@@ -1,7 +1,7 @@
 """A signed evidence bundle of a run verifies offline, and every kind of tampering with it is
 named: the bundle's export signature, an edited or removed trace event, a checkpoint envelope that
 does not open, a committed checkpoint that is not the high-water mark's (issue: "export a signed
-evidence bundle (JSON) that `manage.py verify-bundle FILE` checks offline"; DESIGN.md section 4.8).
+evidence bundle (JSON) that `manage.py verify_bundle FILE` checks offline"; DESIGN.md section 4.8).
 
 Bundles are signed with the Ed25519 *export* key: whoever lacks its private half (a worker, which
 holds the checkpoint key and only public keys) cannot re-sign an edited bundle."""
@@ -16,8 +16,8 @@ import os
 import pytest
 from django.urls import reverse
 
-from runtime.bundle_verification import BundleTrust, bundle_trust, bundle_verify
-from runtime.bundles import bundle_export, bundle_sign
+from runtime.evidence.bundle_verification import BundleTrust, bundle_trust, bundle_verify
+from runtime.evidence.bundles import bundle_export, bundle_sign
 from runtime.core.signing import Keyring, PublicKey, SecretKey, TrustRoot
 from runtime.errors import BundleExportError, KeyringError, WrongTrustRootError
 from runtime.keys import signer_for

@@ -1,5 +1,5 @@
-"""Story: the health page's numbers, read from the counters, equal ``manage.py recovery-stats``
-(the whole-trace audit, ``runtime.stats``) after real runs: a clean recovery, a recovery that
+"""Story: the health page's numbers, read from the counters, equal ``manage.py recovery_stats``
+(the whole-trace audit, ``runtime.observability.stats``) after real runs: a clean recovery, a recovery that
 froze the run two checkpoints later, and a run without a crash (DESIGN.md sections 6.6, 8.1)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from review.queries.health import counter_totals
 from runtime.engine import run_advance, run_start
-from runtime.stats import recovery_stats
+from runtime.observability.stats import recovery_stats
 from tests.engine.conftest import keys, replay_task, source, workspace_task
 from tests.engine.support import run_target
 from tests.helpers.procs import run_killed_at

@@ -17,7 +17,7 @@ from runtime.core.passkey_evidence import b64url_decode, decision_challenge
 from runtime.core.signing import TrustRoot
 from runtime.keys import signer_for
 from runtime.models import ReviewCase
-from runtime.reviews import case_decide, decision_prepare
+from runtime.decisions.reviews import case_decide, decision_prepare
 from tests.core.test_passkey_evidence import SoftAuthenticator
 from tests.review.conftest import PASSWORD
 from tests.review.stories import conflict_run, events, hidden, messages, phase

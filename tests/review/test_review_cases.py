@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from runtime.models import ReviewCase
-from runtime.reviews import decision_prepare
+from runtime.decisions.reviews import decision_prepare
 from tests.review.stories import conflict_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

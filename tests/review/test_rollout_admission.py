@@ -15,11 +15,11 @@ from django.contrib.auth.models import Group, Permission
 from django.urls import reverse
 
 from review.scope import scope_set
-from runtime.admission import admission_check, admission_decision_verify, admission_state
-from runtime.bundles import bundle_export
+from runtime.rollout.admission import admission_check, admission_decision_verify, admission_state
+from runtime.evidence.bundles import bundle_export
 from runtime.errors import AdmissionClosedError
 from runtime.models import AdmissionClosing, AdmissionDecision, AdmissionThreshold, AdmissionThresholdChange
-from runtime.trace import trace_append
+from runtime.evidence.trace import trace_append
 from tests.factories import make_state
 from tests.review.rows import add_events, build_run, pending_state
 
@@ -109,7 +109,7 @@ def test_a_wider_override_applies_to_every_task_of_the_tenant_unless_a_task_has_
         admin.post(reverse("review:admission-threshold", args=[tenant, task]),
                    {"name": "max_duplicates", "value": value, "reason": "policy", "confirm": "yes"})
 
-    from runtime.admission_thresholds import admission_thresholds
+    from runtime.rollout.admission_thresholds import admission_thresholds
 
     assert admission_thresholds(tenant_id="acme", task_id="refunds").max_duplicates == 5
     assert admission_thresholds(tenant_id="acme", task_id="orders").max_duplicates == 0

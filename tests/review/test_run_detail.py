@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from runtime.attachments import attachment_put
+from runtime.evidence.attachments import attachment_put
 from runtime.core.canonical import digest_bytes
 from runtime.core.envelope import envelope_digest, seal
 from runtime.models import Checkpoint, HighWaterMark, Phase, TraceEvent

@@ -1,7 +1,7 @@
-"""``manage.py export-bundle RUN_ID --out FILE`` writes the bundle and ``manage.py verify-bundle
+"""``manage.py export_bundle RUN_ID --out FILE`` writes the bundle and ``manage.py verify_bundle
 FILE`` checks it offline: exit 0 "bundle verifies", non-zero listing what failed, and no database
 needed -- only public keys, ``--public-keys`` from ``manage.py keys export-public`` (issue:
-"`manage.py verify-bundle FILE` checks offline"; DESIGN.md section 4.8)."""
+"`manage.py verify_bundle FILE` checks offline"; DESIGN.md section 4.8)."""
 
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ def _keys(all_root_keys) -> dict[str, TestKey]:  # type: ignore[no-untyped-def]
 def exported(checkpoint_keyring, db, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     build_run(checkpoint_keyring, run_id="run-cli", generations=2, events=5)
     out = tmp_path / "bundle.json"
-    call_command("export-bundle", "run-cli", "--out", str(out), "--by", "ops", stderr=StringIO())
+    call_command("export_bundle", "run-cli", "--out", str(out), "--by", "ops", stderr=StringIO())
     return out
 
 
 def test_it_exports_and_verifies_a_bundle(exported: Path) -> None:
     assert json.loads(exported.read_text())["exported_by"] == "ops"
     out = StringIO()
-    call_command("verify-bundle", str(exported), stdout=out)
+    call_command("verify_bundle", str(exported), stdout=out)
     assert out.getvalue().strip() == (
         "bundle verifies: run run-cli, committed generation 2, 5 trace events"
     )
@@ -45,7 +45,7 @@ def test_it_fails_listing_every_finding(exported: Path) -> None:
     bundle["trace"][1]["event_type"] = "something.else"
     exported.write_text(json.dumps(bundle))
     with pytest.raises(CommandError) as failure:
-        call_command("verify-bundle", str(exported))
+        call_command("verify_bundle", str(exported))
     message = str(failure.value)
     assert message.startswith("bundle does NOT verify (run run-cli):")
     assert "  - signature: signature does not verify" in message
@@ -56,7 +56,7 @@ def test_it_says_when_the_file_is_not_a_bundle(tmp_path: Path, db) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("hello")
     with pytest.raises(CommandError, match="the file is not JSON"):
-        call_command("verify-bundle", str(path))
+        call_command("verify_bundle", str(path))
 
 
 def test_it_verifies_in_a_process_that_has_no_database(
@@ -97,4 +97,4 @@ def test_it_verifies_in_a_process_that_has_no_database(
 
 def test_export_refuses_an_unknown_run(db) -> None:
     with pytest.raises(CommandError, match="run not found"):
-        call_command("export-bundle", "no-such-run")
+        call_command("export_bundle", "no-such-run")

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.project.settings")
 
 import django  # noqa: E402
 
@@ -21,7 +21,7 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from runtime.leases import lease_acquire, lease_release  # noqa: E402
+from runtime.ownership.leases import lease_acquire, lease_release  # noqa: E402
 
 
 def main() -> int:

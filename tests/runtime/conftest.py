@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime.checkpoints import CommitResult, run_create
+from runtime.checkpoints.protocol import CommitResult, run_create
 from runtime.core.checkpoint import RunState
 from tests.factories import make_state
 from tests.helpers.keys import TestKey

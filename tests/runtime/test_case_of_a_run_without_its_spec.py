@@ -1,7 +1,7 @@
 """Story: a reviewer opens an open case whose run has lost its stored task spec.
 
 Opening the case prepares the binding a decision would be signed over, which opens the run's
-adapter from the spec stored with the run (``runtime.session.adapter_for_run``). A run whose row
+adapter from the spec stored with the run (``runtime.checkpoints.session.adapter_for_run``). A run whose row
 holds no spec (edited by hand, or written by another tool) used to raise ``KeyError: 'task'``
 there, a 500 on the case page. It is now a typed ``RunSpecMissingError`` naming the run and what
 is missing, and the case page shows it as the reason no decision can be prepared.
@@ -17,7 +17,7 @@ from review.queries.cases import case_get
 from runtime.engine import run_advance, run_start
 from runtime.errors import RunSpecMissingError
 from runtime.models import ReviewCase, Run
-from runtime.reviews import decision_prepare
+from runtime.decisions.reviews import decision_prepare
 from tests.engine.support import run_target, write_scripted_task
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from runtime.checkpoints import checkpoint_commit
+from runtime.checkpoints.protocol import checkpoint_commit
 from runtime.core.canonical import canonical_json, digest_bytes
 from runtime.models import Checkpoint, HighWaterMark, Run
 from tests.factories import scenario_fingerprint

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.checkpoints import checkpoint_commit
+from runtime.checkpoints.protocol import checkpoint_commit
 from runtime.core.ledger import state_ledger
 from tests.core import builders as b
 from tests.helpers.db_counts import db_counting

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from runtime.checkpoints import (
+from runtime.checkpoints.protocol import (
     checkpoint_commit,
     checkpoint_hwm,
     checkpoint_restore,
@@ -29,7 +29,7 @@ from runtime.errors import (
     StaleGenerationError,
 )
 from runtime.keys import keyring_for
-from runtime.leases import lease_acquire
+from runtime.ownership.leases import lease_acquire
 from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
 from tests.factories import make_state, scenario_fingerprint
 from tests.runtime.conftest import advance

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from runtime.checkpoints import checkpoint_commit, checkpoint_hwm, checkpoint_restore
+from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_hwm, checkpoint_restore
 from runtime.errors import LeaseHeldError
-from runtime.leases import lease_acquire
+from runtime.ownership.leases import lease_acquire
 from runtime.models import Checkpoint
 from tests.factories import scenario_fingerprint
 from tests.helpers.procs import finish, spawn_worker, wait_for

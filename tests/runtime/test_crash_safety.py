@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runtime.checkpoints import checkpoint_restore
+from runtime.checkpoints.protocol import checkpoint_restore
 from tests.factories import scenario_fingerprint
 from tests.helpers.procs import KILLED, child_env, run_manage, run_worker
 

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from runtime import checkpoints  # noqa: F401  (registers the commit protocol's points)
+from runtime.checkpoints import protocol  # noqa: F401  (registers the commit protocol's points)
 from runtime.core.crashpoints import CRASH_POINTS, crash_point, register
 from runtime.errors import CrashPointError
 from tests.helpers.procs import KILLED, ROOT

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.leases import lease_acquire, lease_release
+from runtime.ownership.leases import lease_acquire, lease_release
 from runtime.models import EnvironmentRegistration, Run
 from tests.helpers.procs import ROOT, child_env, events
 

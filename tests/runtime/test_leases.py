@@ -13,7 +13,7 @@ import pytest
 import time_machine
 
 from runtime.errors import LeaseHeldError, LeaseLostError, RunNotFoundError
-from runtime.leases import Lease, lease_acquire, lease_check, lease_release, lease_renew
+from runtime.ownership.leases import Lease, lease_acquire, lease_check, lease_release, lease_renew
 from runtime.models import Run, TraceEvent
 
 pytestmark = pytest.mark.django_db

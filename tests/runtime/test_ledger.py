@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-import runtime.ledger
-from runtime.checkpoints import checkpoint_commit, checkpoint_restore, checkpoint_verify
+import runtime.checkpoints.ledger
+from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_restore, checkpoint_verify
 from runtime.core.ledger import LedgerKind, state_ledger
 from runtime.errors import LedgerChainError
 from runtime.models import LedgerEntry, ReviewCase, Run
@@ -33,7 +33,7 @@ def _run_with_entries(start_run, count: int = 4) -> str:
 
 
 def _fresh_process_restore(run_id: str):
-    runtime.ledger._VERIFIED.clear()  # what a new process knows: nothing verified yet
+    runtime.checkpoints.ledger._VERIFIED.clear()  # what a new process knows: nothing verified yet
     return checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
 
 
@@ -62,8 +62,8 @@ def test_it_writes_ledger_entries_with_the_checkpoint_and_looks_them_up(start_ru
 def test_it_verifies_incrementally_what_this_process_already_verified(start_run, monkeypatch):
     run_id = _run_with_entries(start_run)
     checked: list[int] = []
-    original = runtime.ledger.ledger_chain_check
-    monkeypatch.setattr(runtime.ledger, "ledger_chain_check",
+    original = runtime.checkpoints.ledger.ledger_chain_check
+    monkeypatch.setattr(runtime.checkpoints.ledger, "ledger_chain_check",
                         lambda **kw: (checked.append(len(list(kw["rows"]))), original(**kw)))
     _fresh_process_restore(run_id)
     checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())

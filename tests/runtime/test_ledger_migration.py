@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-import runtime.ledger
-from runtime.checkpoints import checkpoint_commit, checkpoint_restore, checkpoint_verify
+import runtime.checkpoints.ledger
+from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_restore, checkpoint_verify
 from runtime.core.envelope import envelope_digest
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
@@ -51,7 +51,7 @@ def test_a_v2_checkpoint_restores_and_its_lists_become_ledger_entries_at_the_nex
     run_id = state.identity.run_id
     committed = Checkpoint.objects.get(run_id=run_id, generation=1)
     _store_v2_checkpoint(run_id, bytes(committed.envelope), generation=2)
-    runtime.ledger._VERIFIED.clear()
+    runtime.checkpoints.ledger._VERIFIED.clear()
 
     restored = checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
     assert restored.envelope.schema_version == 3 and restored.state.ledger.length == 0
@@ -66,7 +66,7 @@ def test_a_v2_checkpoint_restores_and_its_lists_become_ledger_entries_at_the_nex
     assert list(LedgerEntry.objects.filter(run_id=run_id).order_by("seq").values_list("kind", "key")) == [
         ("executed_write", "ik-old-0"), ("executed_write", "ik-old-1"),
         ("consumed_nonce", "nonce-old"), ("quarantined_key", "ik-retired")]
-    runtime.ledger._VERIFIED.clear()
+    runtime.checkpoints.ledger._VERIFIED.clear()
     again = checkpoint_verify(run_id=run_id)
     assert again.state.ledger.length == 4 and again.envelope.carried_ledger == []
     assert state_ledger(again.state).executed("ik-old-0").receipt.idempotency_key == "ik-old-0"

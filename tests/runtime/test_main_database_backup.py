@@ -111,7 +111,7 @@ def test_it_fails_closed_when_the_main_database_is_restored_from_a_backup(instal
                         run_id) == backed_up
     assert _files(install.root / "ws") == workspace
     # Frozen for a human: the restore failure is the newest trace event, which the sweeper
-    # never re-queues (runtime/sweeper.py).
+    # never re-queues (runtime/workers/sweeper.py).
     [(event, payload)] = install.rows(
         install.main, "SELECT event_type, payload FROM runtime_traceevent WHERE run_id = ? ORDER BY seq DESC "
         "LIMIT 1", run_id)

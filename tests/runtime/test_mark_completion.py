@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from runtime import commit_transaction
-from runtime.checkpoints import checkpoint_commit, checkpoint_hwm, checkpoint_restore
+from runtime.checkpoints import transaction as commit_transaction
+from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_hwm, checkpoint_restore
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import Phase, StopReason
 from runtime.errors import (
@@ -26,11 +26,11 @@ from runtime.errors import (
     HighWaterMarkMissingError,
     MarkPendingError,
 )
-from runtime.high_water_marks import hwm_advance
-from runtime.leases import lease_acquire
-from runtime.mark_completion import hwm_committed
+from runtime.checkpoints.high_water_marks import hwm_advance
+from runtime.ownership.leases import lease_acquire
+from runtime.checkpoints.mark_completion import hwm_committed
 from runtime.models import Checkpoint, HighWaterMark, Run
-from runtime.routers import hwm_alias
+from runtime.project.routers import hwm_alias
 from tests.factories import scenario_fingerprint
 from tests.runtime.conftest import advance
 

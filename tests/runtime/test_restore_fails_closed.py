@@ -12,8 +12,8 @@ import random
 import pytest
 from django.db import connection, connections
 
-from runtime.checkpoint_checks import checkpoint_restore_offered
-from runtime.checkpoints import checkpoint_commit, checkpoint_restore
+from runtime.checkpoints.checks import checkpoint_restore_offered
+from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_restore
 from runtime.core.canonical import canonical_json, digest_bytes
 from runtime.core.checkpoint import VersionSet
 from runtime.core.signing import TrustRoot
@@ -31,7 +31,7 @@ from runtime.errors import (
 )
 from runtime.keys import keyring_for
 from runtime.models import Checkpoint, HighWaterMark
-from runtime.routers import hwm_alias
+from runtime.project.routers import hwm_alias
 from tests.factories import scenario_fingerprint
 from tests.helpers.keys import make_test_key
 from tests.helpers.procs import child_env, run_worker

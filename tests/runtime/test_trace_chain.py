@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.checkpoints import checkpoint_commit
+from runtime.checkpoints.protocol import checkpoint_commit
 from runtime.errors import CanonicalizationError, RunNotFoundError, TraceChainError
 from runtime.models import AppendOnlyError, Run, TraceEvent
-from runtime.trace import event_hash, genesis_hash, trace_append, trace_verify
+from runtime.evidence.trace import event_hash, genesis_hash, trace_append, trace_verify
 from tests.runtime.conftest import advance
 
 pytestmark = pytest.mark.django_db

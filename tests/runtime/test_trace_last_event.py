@@ -4,7 +4,7 @@ Story (issue 13, a mutation-check hole): every chain test edited an event in the
 successor's ``prev_hash`` exposes it; nothing follows the last event, so only its own hash and
 the head anchored on the run row (and, offline, in the signed bundle) can. Someone with database
 access edits the last event -- with and without recomputing its hash -- and both the live check
-(``trace_verify``) and the offline one (``verify-bundle``) must say so.
+(``trace_verify``) and the offline one (``verify_bundle``) must say so.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.core.management import CommandError, call_command
 from runtime.core.signing import TrustRoot
 from runtime.keys import keyring_for
 from runtime.models import TraceEvent
-from runtime.trace import event_hash, trace_append, trace_verify
+from runtime.evidence.trace import event_hash, trace_append, trace_verify
 from tests.review.rows import build_run
 
 pytestmark = pytest.mark.django_db
@@ -80,13 +80,13 @@ def test_it_detects_the_last_event_rewritten_with_its_hash_recomputed(run_id):
 def bundle_file(tmp_path: Path) -> Path:
     build_run(keyring_for(TrustRoot.CHECKPOINT), run_id="run-last", generations=1, events=4)
     out = tmp_path / "bundle.json"
-    call_command("export-bundle", "run-last", "--out", str(out), "--by", "ops", stderr=StringIO())
+    call_command("export_bundle", "run-last", "--out", str(out), "--by", "ops", stderr=StringIO())
     return out
 
 
 def _verify_bundle(path: Path) -> str:
     try:
-        call_command("verify-bundle", str(path), stdout=StringIO())
+        call_command("verify_bundle", str(path), stdout=StringIO())
     except CommandError as exc:
         return str(exc)
     return "verifies"

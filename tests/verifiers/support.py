@@ -13,8 +13,8 @@ from typing import Any
 
 from runtime.adapters.base import Observation
 from runtime.taskspec import TaskSpec, load_task_spec
-from runtime.verifiers import VerifierContext
-from runtime.verifiers_command import CommandVerifier
+from runtime.verifiers.builtin import VerifierContext
+from runtime.verifiers.command import CommandVerifier
 
 WRITTEN = "answer.txt"
 """The file the planner writes; the scripts below check it."""

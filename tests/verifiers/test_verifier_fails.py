@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.attachments import attachment_get
+from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
 from runtime.models import Attachment
 from tests.engine.support import restore, trace_events, trace_types

@@ -1,7 +1,7 @@
 """``manage.py admission``: show the admission gate, or re-open a scope (DESIGN.md section 8.3).
 
 ``admission status [TENANT [TASK]]`` prints the window metrics and state of one scope, of every
-known scope of a tenant, or of every known scope (``runtime.admission.admission_scopes``);
+known scope of a tenant, or of every known scope (``runtime.rollout.admission.admission_scopes``);
 ``admission reopen TENANT TASK --by NAME --reason TEXT`` records a decision signed with the
 reviewer trust root. Exit 1 from ``status`` when a scope shown is closed and from ``reopen`` when
 it cannot sign; exit 2 for a scope nothing names (``AdmissionScopeUnknownError``, a misspelling).
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.admission import admission_reopen, admission_scopes, admission_state
+from runtime.rollout.admission import admission_reopen, admission_scopes, admission_state
 from runtime.errors import AdmissionScopeUnknownError, RatchetError
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.approvals import approval_deny, approval_grant, approval_refresh, approvals_waiting
+from runtime.decisions.approvals import approval_deny, approval_grant, approval_refresh, approvals_waiting
 from runtime.demo.services import STATE_FILE, TOKEN_ENV
 from runtime.errors import AdapterError, HttpCredentialExpiredError, RatchetError
 from runtime.management.cli_numbers import seconds

@@ -17,7 +17,7 @@ from runtime.core.checkpoint import SignedDecision
 from runtime.errors import RatchetError
 from runtime.keys import reviewer_key_load
 from runtime.models import ReviewCase
-from runtime.reviews import case_decide, decision_prepare, decision_refused_error, decision_sign_for
+from runtime.decisions.reviews import case_decide, decision_prepare, decision_refused_error, decision_sign_for
 
 
 class Command(BaseCommand):

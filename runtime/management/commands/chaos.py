@@ -39,9 +39,9 @@ def _terminated(signum: int, frame: Any) -> None:
 
 
 def _crash_points() -> list[str]:
-    import runtime.adapters.git  # noqa: F401  (modules register their points on import)
-    import runtime.adapters.workspace  # noqa: F401
-    import runtime.checkpoints  # noqa: F401
+    import runtime.adapters.git.adapter  # noqa: F401  (modules register their points on import)
+    import runtime.adapters.workspace.adapter  # noqa: F401
+    import runtime.checkpoints.protocol  # noqa: F401
     import runtime.engine  # noqa: F401
     from runtime.core.crashpoints import CRASH_POINTS
 
@@ -71,7 +71,7 @@ class Command(BaseCommand):
                             "SQLite scratch store here (default: a new temporary directory)")
         parser.add_argument("--configured-database", action="store_true",
                             help="run in the configured database instead of a scratch store (the runs "
-                            "then show in `runs`, `recovery-stats` and /metrics)")
+                            "then show in `runs`, `recovery_stats` and /metrics)")
         parser.add_argument("--keep-scratch", action="store_true",
                             help="do not drop the PostgreSQL scratch database afterwards")
         parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run before giving up")

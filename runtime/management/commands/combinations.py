@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.combinations import (
+from runtime.rollout.combinations import (
     combination_fields_of_spec,
     combination_get,
     combination_in_flight,

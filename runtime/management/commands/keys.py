@@ -1,7 +1,7 @@
 """``manage.py keys``: the public keys an auditor needs, and reviewers' own key files.
 
 * ``keys export-public [--out FILE]`` writes the public keys of the approval, reviewer and export
-  roots (JSON, no secret, no checkpoint key); ``verify-bundle --public-keys FILE`` uses it.
+  roots (JSON, no secret, no checkpoint key); ``verify_bundle --public-keys FILE`` uses it.
 * ``keys reviewer-add NAME --out FILE`` creates NAME's own Ed25519 key file (mode 0600) and adds
   its public key, bound to NAME, to the reviewer trust root in the key file; NAME then decides
   with ``cases decide CASE_ID --key-file FILE``.

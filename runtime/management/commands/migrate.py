@@ -9,8 +9,8 @@ from django.core.management.base import CommandParser
 from django.core.management.commands.migrate import Command as DjangoMigrate
 from django.db import DEFAULT_DB_ALIAS
 
-from runtime.high_water_marks import hwm_adopt_from_main
-from runtime.routers import hwm_alias
+from runtime.checkpoints.high_water_marks import hwm_adopt_from_main
+from runtime.project.routers import hwm_alias
 
 
 class Command(DjangoMigrate):

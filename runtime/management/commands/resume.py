@@ -1,8 +1,8 @@
 """``manage.py resume RUN_ID``: take the lease, restore the latest checkpoint, recover, drive on.
 
-Exit codes as ``manage.py run`` (``runtime.verdicts``): 0 only when the run completed.
+Exit codes as ``manage.py run`` (``runtime.decisions.verdicts``): 0 only when the run completed.
 ``manage.py resume --all-orphaned [--jobs N]`` resumes every orphaned run once, without Celery
-(``runtime.orphans``).
+(``runtime.workers.orphans``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.management.cli_numbers import count, seconds
 from runtime.management.commands.run import announce, drive, print_verdict
-from runtime.orphans import ERROR as ORPHAN_ERROR
-from runtime.orphans import OrphanOutcome, orphans_resume_all, orphans_summary
-from runtime.verdicts import EXIT_CODES_HELP
+from runtime.workers.orphans import ERROR as ORPHAN_ERROR
+from runtime.workers.orphans import OrphanOutcome, orphans_resume_all, orphans_summary
+from runtime.decisions.verdicts import EXIT_CODES_HELP
 
 
 class Command(BaseCommand):
@@ -51,7 +51,7 @@ class Command(BaseCommand):
 
 
 def resume_all_orphaned(cmd: BaseCommand, options: dict[str, Any]) -> None:
-    """``--all-orphaned``: resume each orphan once (``runtime.orphans``); print a line per run."""
+    """``--all-orphaned``: resume each orphan once (``runtime.workers.orphans``); print a line per run."""
     if options["run_id"] is not None or not options["all_orphaned"]:
         raise CommandError("give either RUN_ID or --all-orphaned", returncode=2)
 

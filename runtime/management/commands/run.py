@@ -1,6 +1,6 @@
 """``manage.py run TASK.toml``: start a run and drive it to the end, printing the run id first.
 
-The exit code says how the run ended (``runtime.verdicts``): 0 only when it completed.
+The exit code says how the run ended (``runtime.decisions.verdicts``): 0 only when it completed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tqdm import tqdm
 from runtime.engine import StepReport, run_advance, run_start
 from runtime.errors import RatchetError
 from runtime.management.cli_numbers import count
-from runtime.verdicts import EXIT_CODES_HELP, RunExit, error_verdict, run_verdict
+from runtime.decisions.verdicts import EXIT_CODES_HELP, RunExit, error_verdict, run_verdict
 
 
 class Command(BaseCommand):
@@ -81,7 +81,7 @@ def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int |
 
 
 def print_verdict(cmd: BaseCommand, report: StepReport, *, as_json: bool = False) -> None:
-    """Print the verdict (a line, or one JSON object) and exit with its code (``runtime.verdicts``).
+    """Print the verdict (a line, or one JSON object) and exit with its code (``runtime.decisions.verdicts``).
 
     Exit 0 only for a completed run; any other outcome raises :class:`CommandError` carrying the
     outcome's distinct exit code.

@@ -1,5 +1,5 @@
 """``manage.py runs``: list runs with phase, generation, lease holder; ``--half-created`` lists the
-runs that died before their first checkpoint (``runtime.run_discard``)."""
+runs that died before their first checkpoint (``runtime.workers.run_discard``)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from runtime.errors import RatchetError
 from runtime.management.cli_numbers import count
 from runtime.models import Run
-from runtime.run_discard import run_find_half_created
+from runtime.workers.run_discard import run_find_half_created
 
 
 class Command(BaseCommand):
     help = ("List runs (newest first). --half-created lists the runs that died before their first "
-            "checkpoint, which `manage.py discard-run RUN_ID --operator NAME` removes.")
+            "checkpoint, which `manage.py discard_run RUN_ID --operator NAME` removes.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--phase", default=None)

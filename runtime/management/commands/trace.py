@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.models import Run, TraceEvent
-from runtime.trace import trace_verify
+from runtime.evidence.trace import trace_verify
 
 
 class Command(BaseCommand):

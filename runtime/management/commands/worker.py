@@ -61,8 +61,8 @@ class Command(BaseCommand):
                             help="do not embed the sweeper (another process runs `celery beat`)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from runtime.celery import app
-        from runtime.combinations import combination_get, combination_queue
+        from runtime.project.celery import app
+        from runtime.rollout.combinations import combination_get, combination_queue
 
         queues = options["queues"] or settings.CELERY_TASK_DEFAULT_QUEUE
         if options["combinations"]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from runtime.adapters.http import HttpAdapter  # noqa: E402
+from runtime.adapters.http.adapter import HttpAdapter  # noqa: E402
 from runtime.core.checkpoint import Action  # noqa: E402
 from runtime.errors import RatchetError  # noqa: E402
 

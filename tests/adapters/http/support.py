@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from runtime.adapters.http import HttpAdapter
+from runtime.adapters.http.adapter import HttpAdapter
 from runtime.core.checkpoint import Action
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-import runtime.adapters.http
+import runtime.adapters.http.adapter
 import runtime.services.orders_service
 from runtime.core.crashpoints import CRASH_POINTS
 from runtime.errors import HttpOutcomeUnknownError, HttpRequestInFlightError
@@ -26,7 +26,7 @@ SERVICE_POINTS = {"orders.after_claim": False, "orders.after_commit": True}
 
 
 def test_every_http_crash_point_is_registered_and_covered() -> None:
-    declared = {value for module in (runtime.adapters.http, runtime.services.orders_service)
+    declared = {value for module in (runtime.adapters.http.adapter, runtime.services.orders_service)
                 for name, value in vars(module).items() if name.startswith("CP_")}
     assert declared <= set(CRASH_POINTS)
     assert declared == set(WORKER_POINTS) | set(SERVICE_POINTS)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from runtime.adapters.sql import SqlAdapter  # noqa: E402
+from runtime.adapters.sql.adapter import SqlAdapter  # noqa: E402
 from runtime.core.checkpoint import Action  # noqa: E402
 from runtime.errors import RatchetError  # noqa: E402
 

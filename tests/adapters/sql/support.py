@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from runtime.adapters.sql import SqlAdapter
+from runtime.adapters.sql.adapter import SqlAdapter
 from runtime.core.checkpoint import Action
 
 CHILD = Path(__file__).with_name("child_sql.py")

@@ -19,7 +19,7 @@ import pytest
 from runtime.engine import run_advance, run_start
 from runtime.errors import PlannerError
 from runtime.models import Run
-from runtime.planners.chat_tools_tools import toolset_for
+from runtime.planners.chat_tools.tools import toolset_for
 from tests.adapters.sql.support import OPTIONS, Target, toml_value
 from tests.engine.support import trace_events
 from tests.helpers.procs import KILLED, child_env, run_manage

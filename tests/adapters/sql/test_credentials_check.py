@@ -45,7 +45,7 @@ def test_it_refuses_a_revoked_role_as_a_credential_problem() -> None:
 
 @pytest.mark.postgres
 def test_it_keeps_an_unreachable_target_retryable() -> None:
-    from runtime.adapters.sql import SqlAdapter
+    from runtime.adapters.sql.adapter import SqlAdapter
 
     with pytest.raises(SqlTargetUnavailableError) as caught:
         SqlAdapter(options={**OPTIONS, "url": "postgresql://postgres@127.0.0.1:1/nothing"})

@@ -8,7 +8,7 @@ import copy
 import pytest
 from pydantic import ValidationError
 
-from runtime.adapters.sql_options import SqlAdapterOptions
+from runtime.adapters.sql.options import SqlAdapterOptions
 from runtime.errors import AdapterTargetError
 from tests.adapters.sql.support import OPTIONS
 
@@ -38,7 +38,7 @@ def test_it_rejects_options_naming_the_problem(options: dict, problem: str) -> N
 
 
 def test_it_refuses_a_scheme_other_than_sqlite_or_postgres() -> None:
-    from runtime.adapters.sql import SqlAdapter
+    from runtime.adapters.sql.adapter import SqlAdapter
 
     with pytest.raises(AdapterTargetError):
         SqlAdapter(options={**OPTIONS, "url": "mysql://127.0.0.1/shop"})

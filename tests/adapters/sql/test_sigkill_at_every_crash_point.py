@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from runtime.adapters import sql as sql_module
+from runtime.adapters.sql import adapter as sql_module
 from runtime.core.crashpoints import CRASH_POINTS
 from tests.adapters.sql.support import Target, order, start_child
 

@@ -19,7 +19,7 @@ import pytest
 
 from runtime.engine import run_advance, run_start
 from runtime.models import Run
-from runtime.planners.chat_tools_tools import toolset_for
+from runtime.planners.chat_tools.tools import toolset_for
 from tests.adapters.http.support import OrdersService, options
 from tests.engine.http.support import (
     ORDERS_PATH,

@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-import runtime.adapters.http
-import runtime.checkpoints
-import runtime.commit_transaction
+import runtime.adapters.http.adapter
+import runtime.checkpoints.protocol
+import runtime.checkpoints.transaction
 import runtime.engine.complete
 import runtime.engine.execute
 import runtime.engine.propose
@@ -166,7 +166,7 @@ def test_it_places_each_order_exactly_once_after_random_kills(tmp_path: Path, or
 def _count_hits(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     hits: Counter[str] = Counter()
     for module in (runtime.engine.propose, runtime.engine.execute, runtime.engine.settle, runtime.engine.complete,
-                   runtime.commit_transaction, runtime.checkpoints, runtime.adapters.http):
+                   runtime.checkpoints.transaction, runtime.checkpoints.protocol, runtime.adapters.http.adapter):
         original = getattr(module, "crash_point", None)
         if original is None:
             continue

@@ -18,8 +18,8 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
-from runtime.approvals import approval_grant
-from runtime.attachments import attachment_get
+from runtime.decisions.approvals import approval_grant
+from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
 from runtime.models import Attachment
 from tests.adapters.http.support import CUSTOMER_EMAIL, OrdersService

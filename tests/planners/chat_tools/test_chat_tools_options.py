@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import PlannerError, TaskSpecError
-from runtime.planners.chat_tools_options import ChatToolsOptions
+from runtime.planners.chat_tools.options import ChatToolsOptions
 from runtime.taskspec import load_task_spec
 from tests.planners.chat_tools.support import write_chat_task
 

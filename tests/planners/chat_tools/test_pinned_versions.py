@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import ModelPinMismatchError
-from runtime.planners import chat_tools_tools
+from runtime.planners.chat_tools import tools as chat_tools_tools
 from tests.planners.chat_tools.support import Blobs, make_planner, observation, write
 
 

@@ -1,0 +1,8 @@
+"""The SQL adapter: named statement templates against SQLite or PostgreSQL, receipts and fence in the target's own transaction (DESIGN.md section 5).
+
+Start at :mod:`runtime.adapters.sql.adapter`; :mod:`runtime.adapters.sql.options` (the plug-in's
+options), :mod:`runtime.adapters.sql.templates` (the named templates),
+:mod:`runtime.adapters.sql.target` (connecting), :mod:`runtime.adapters.sql.store` (the adapter's
+own receipt and fence tables), :mod:`runtime.adapters.sql.rows` and
+:mod:`runtime.adapters.sql.redaction`. Framework-free.
+"""

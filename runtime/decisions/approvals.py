@@ -1,0 +1,244 @@
+"""Approvals: grant, refresh and deny the write a run waits on, and the queue of such runs (DESIGN.md section 6).
+
+A write whose risk the policy lists in ``approval_risks`` waits in ``awaiting_approval`` with its
+intent frozen and a dry-run diff attached. Approval evidence is signed under the approval trust
+root and bound to the run, idempotency key, intent digest and the environment instance,
+fingerprint and version the approver saw. Expired evidence still loads (expiry is not
+corruption) but never authorises execution; *refresh* issues fresh evidence bound to the current
+environment and seals the old one into the trace. If the adapter already holds a receipt for the
+key (the write committed before a crash), approving only reconciles.
+
+The checks the engine applies to approval evidence and to receipts of approval-gated writes
+(``approval_problem``, ``receipt_trust_problem``, ``evidence_verify``) are
+``runtime.decisions.approval_checks``; this module holds the services people call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+import runtime.workers.dispatch
+from runtime.checkpoints.protocol import checkpoint_verify
+from runtime.core.checkpoint import PendingAction, Phase, Receipt, StopReason
+from runtime.core.evidence import approval_sign, approval_ttl_check
+from runtime.core.signing import TrustRoot
+from runtime.core.statemachine import Event, transition
+from runtime.ownership.db_clock import db_now
+from runtime.engine.settle import receipt_settle
+from runtime.errors import ApprovalRefusedError, RatchetError
+from runtime.keys import signer_for
+from runtime.models import Run, TraceEvent
+from runtime.checkpoints.session import RunSession, run_session, session_commit
+from runtime.evidence.trace import trace_append
+
+
+@dataclass(frozen=True)
+class ApprovalOutcome:
+    """What an approval call did: ``granted``, ``refreshed`` or ``reconciled`` (write already done)."""
+
+    run_id: str
+    outcome: str
+    approval_id: str | None
+    expires_at: datetime | None
+    phase: str
+
+
+def _approval_ttl(ttl_seconds: float | None) -> float:
+    """The requested validity, checked against ``RATCHET_APPROVAL_MAX_SECONDS`` before anything
+    is locked (DESIGN.md section 6.2); ApprovalTtlError otherwise."""
+    ttl = ttl_seconds if ttl_seconds is not None else settings.RATCHET_APPROVAL_SECONDS
+    return approval_ttl_check(ttl, max_ttl_seconds=settings.RATCHET_APPROVAL_MAX_SECONDS)
+
+
+@contextmanager
+def _waiting_session(*, run_id: str, approver: str
+                     ) -> Iterator[tuple[RunSession, PendingAction, Receipt | None]]:
+    """The run's session, checked to be waiting for an approval, with its pending write and the
+    adapter's receipt for the pending key if the write already committed (before a crash): then
+    callers only reconcile."""
+    with run_session(run_id=run_id, worker=f"approver:{approver}") as ctx:
+        state = ctx.state
+        if state.phase != Phase.AWAITING_APPROVAL or state.pending is None:
+            raise ApprovalRefusedError("run is not waiting for an approval", run_id=run_id, phase=state.phase.value)
+        yield ctx, state.pending, ctx.adapter.lookup_receipt(state.pending.idempotency_key)
+
+
+def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
+                   ttl_seconds: float | None = None, refresh_only: bool = False) -> ApprovalOutcome:
+    """Approve (or refresh the approval of) the write a run is waiting on.
+
+    Args:
+        run_id: a run in ``awaiting_approval``.
+        approver: the approving person's identity (lands in the evidence and the trace).
+        environment_fingerprint: the fingerprint the approver looked at; it must still be current.
+        ttl_seconds: validity of the evidence in seconds (default ``RATCHET_APPROVAL_SECONDS``,
+            at most ``RATCHET_APPROVAL_MAX_SECONDS``), counted from the database clock.
+        refresh_only: require existing (expired) evidence, i.e. this is a refresh.
+
+    Returns:
+        :class:`ApprovalOutcome`; ``reconciled`` when the adapter already holds the write's receipt.
+
+    Raises:
+        ApprovalTtlError: ``ttl_seconds`` is not finite, not positive or above the maximum.
+        KeyringError: this process holds no private approval key (only the approval service signs;
+            DESIGN.md section 4.1).
+        ApprovalRefusedError: the run is not waiting, the environment changed since the approver
+            looked or since the intent, or (refresh) there is nothing to refresh. The refusal is
+            recorded in the trace.
+        LeaseHeldError: a worker is busy with the run; try again shortly.
+    """
+    ttl = _approval_ttl(ttl_seconds)
+    with _waiting_session(run_id=run_id, approver=approver) as (ctx, pending, receipt):
+        if receipt is not None:
+            receipt_settle(ctx, receipt, reconciled=True)
+            outcome = ApprovalOutcome(run_id, "reconciled", None, None, ctx.state.phase.value)
+        else:
+            outcome = _grant(ctx, pending, approver=approver, seen=environment_fingerprint,
+                             ttl=ttl, refresh_only=refresh_only)
+    # Looked up on the module at call time, so stories can record the hand-off instead.
+    runtime.workers.dispatch.run_enqueue(run_id=run_id)
+    return outcome
+
+
+def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str, ttl: float,
+           refresh_only: bool) -> ApprovalOutcome:
+    state = ctx.state
+    old = pending.approval
+    obs = ctx.adapter.observe()
+
+    def refuse(reason: str) -> ApprovalRefusedError:
+        trace_append(run_id=ctx.run_id, event_type="approval.refused",
+                     payload={"approver": approver, "reason": reason, "seen_fingerprint": seen,
+                              "observed": {"instance_id": obs.instance_id, "version": obs.version,
+                                           "state_fingerprint": obs.state_fingerprint}})
+        return ApprovalRefusedError(reason, run_id=ctx.run_id)
+
+    if refresh_only and old is None:
+        raise refuse("there is no approval to refresh")
+    if obs.state_fingerprint != seen:
+        raise refuse("the environment changed since you looked; review the action again")
+    pre = pending.pre_state
+    if obs.instance_id != pre.instance_id or obs.state_fingerprint != pre.state_fingerprint \
+            or obs.version != pre.version:
+        raise refuse("the environment no longer matches the state the action was planned against")
+    evidence = approval_sign(
+        keyring=signer_for(TrustRoot.APPROVAL), run_id=ctx.run_id, idempotency_key=pending.idempotency_key,
+        intent_digest=pending.intent_digest, environment_instance_id=obs.instance_id,
+        environment_fingerprint=obs.state_fingerprint, environment_version=obs.version,
+        approver=approver, ttl_seconds=ttl, now=db_now(),
+        max_ttl_seconds=settings.RATCHET_APPROVAL_MAX_SECONDS,
+    )
+    if old is not None:
+        pending.sealed_approvals.append(old)
+    pending.approval = evidence
+    state.phase = transition(state.phase, Event.APPROVED)
+    state.stop_reason = None
+    state.stop_detail = ""
+    kind = "approval.refreshed" if old is not None else "approval.granted"
+    session_commit(ctx, (kind, {"approver": approver, "approval": evidence.model_dump(mode="json"),
+                                "sealed": old.model_dump(mode="json") if old is not None else None,
+                                "idempotency_key": pending.idempotency_key}))
+    return ApprovalOutcome(ctx.run_id, "refreshed" if old is not None else "granted", evidence.approval_id,
+                           evidence.expires_at, state.phase.value)
+
+
+def approval_refresh(*, run_id: str, approver: str, environment_fingerprint: str,
+                     ttl_seconds: float | None = None) -> ApprovalOutcome:
+    """Refresh an expired approval: fresh evidence bound to the current environment; the old
+    evidence is sealed into the trace. Same errors as :func:`approval_grant`."""
+    return approval_grant(run_id=run_id, approver=approver, environment_fingerprint=environment_fingerprint,
+                          ttl_seconds=ttl_seconds, refresh_only=True)
+
+
+def approval_deny(*, run_id: str, approver: str, reason: str) -> ApprovalOutcome:
+    """Deny the pending write: it ends without a side effect and the run fails with the reason.
+
+    If the adapter already holds a receipt for the write (it committed before a crash), the
+    write cannot be undone by denying it: the receipt is reconciled instead and the denial refused.
+
+    Raises:
+        ApprovalRefusedError: the run is not waiting for an approval, or the write already happened.
+    """
+    if not reason.strip():
+        raise ApprovalRefusedError("a denial needs a reason", run_id=run_id)
+    with _waiting_session(run_id=run_id, approver=approver) as (ctx, pending, receipt):
+        state = ctx.state
+        if receipt is not None:
+            receipt_settle(ctx, receipt, reconciled=True)
+            raise ApprovalRefusedError("the write already committed before a crash; it was reconciled, not denied",
+                                       run_id=run_id)
+        dropped = pending.model_dump(mode="json")
+        state.pending = None
+        state.phase = transition(state.phase, Event.DENY)
+        state.stop_reason = StopReason.APPROVAL_DENIED
+        state.stop_detail = f"denied by {approver}: {reason}"[:4000]
+        session_commit(ctx, ("approval.denied", {"approver": approver, "reason": reason, "pending": dropped}))
+        return ApprovalOutcome(run_id, "denied", None, None, state.phase.value)
+
+
+@dataclass(frozen=True)
+class WaitingApproval:
+    """A run waiting for an approval, as the approvals queue shows it."""
+
+    run_id: str
+    task_id: str
+    idempotency_key: str
+    intent_digest: str
+    action: dict[str, Any]
+    risk: str
+    dry_run_diff: str | None
+    """Attachment digest of the dry-run diff, if one was recorded."""
+    environment_fingerprint: str
+    environment_version: str
+    approval_state: str
+    """``none``, ``expired`` or ``valid``."""
+    approval_expires_at: datetime | None
+    stop_detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def approvals_waiting(*, run_ids: list[str] | None = None) -> list[WaitingApproval]:
+    """Runs in ``awaiting_approval`` with their pending write, read from verified checkpoints.
+
+    A run whose checkpoint fails to verify is left out of the queue (it needs forensic handling,
+    not an approval); the runs list shows it.
+    """
+    runs = Run.objects.filter(phase=Phase.AWAITING_APPROVAL.value).order_by("updated_at")
+    if run_ids is not None:
+        runs = runs.filter(run_id__in=run_ids)
+    ids = list(runs.values_list("run_id", flat=True))
+    diffs: dict[tuple[str, str], str] = {}
+    for run_id, payload in TraceEvent.objects.filter(run_id__in=ids, event_type="intent.proposed").values_list(
+        "run_id", "payload"
+    ):
+        if payload.get("dry_run_diff"):
+            diffs[(run_id, payload.get("idempotency_key", ""))] = payload["dry_run_diff"]
+    out = []
+    now = db_now()
+    for run_id in ids:
+        try:
+            state = checkpoint_verify(run_id=run_id).state
+        except RatchetError:
+            continue
+        pending = state.pending
+        if pending is None:
+            continue
+        approval = pending.approval
+        out.append(WaitingApproval(
+            run_id=run_id, task_id=state.identity.task_id, idempotency_key=pending.idempotency_key,
+            intent_digest=pending.intent_digest, action=pending.action.model_dump(mode="json"),
+            risk=pending.action.risk.value, dry_run_diff=diffs.get((run_id, pending.idempotency_key)),
+            environment_fingerprint=state.environment.state_fingerprint,
+            environment_version=state.environment.version,
+            approval_state="none" if approval is None else ("expired" if approval.expires_at <= now else "valid"),
+            approval_expires_at=approval.expires_at if approval else None, stop_detail=state.stop_detail,
+        ))
+    return out

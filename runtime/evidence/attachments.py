@@ -1,0 +1,141 @@
+"""Content-addressed attachments: screenshots, diffs, DOM dumps (DESIGN.md section 3).
+
+A checkpoint never copies large observations; it references them by ``sha256:<hex>`` digest.
+The bytes are stored once, under ``attachments/ab/cd/<hex>``, through Django's storage API
+(``default_storage``), so a multi-machine deployment can point ``STORAGES["default"]`` at object
+storage without code changes. The ``Attachment`` row is written only after the bytes are stored,
+so a row never names missing bytes; stored bytes without a row are harmless and are re-checked
+(and replaced if they are a torn write) by the next put of the same content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import router
+
+from runtime.checkpoints.statements import compiled_insert, compiled_rows
+from runtime.core.canonical import check_digest, digest_bytes
+from runtime.errors import AttachmentError, DigestFormatError
+from runtime.models import Attachment
+
+
+def storage_name(digest: str) -> str:
+    """Storage path ``attachments/ab/cd/<hex>``; the fan-out keeps directories small."""
+    hex_ = digest.removeprefix("sha256:")
+    return f"attachments/{hex_[:2]}/{hex_[2:4]}/{hex_}"
+
+
+def _stored_digest(name: str) -> str | None:
+    try:
+        with default_storage.open(name, "rb") as handle:
+            h = hashlib.sha256()
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                h.update(chunk)
+    except (FileNotFoundError, OSError):
+        return None
+    return "sha256:" + h.hexdigest()
+
+
+def attachment_put(*, data: bytes, content_type: str = "application/octet-stream",
+                   row_writes: list[Callable[[], None]] | None = None) -> str:
+    """Store ``data`` once and return its digest ``"sha256:<hex>"``.
+
+    Putting the same bytes again is a no-op returning the same digest. Bytes already in storage
+    without a row (an earlier put crashed) are re-hashed and replaced if they do not match.
+
+    Args:
+        data: the content (bytes).
+        content_type: MIME type recorded on first put (at most 100 chars).
+        row_writes: if given, the bytes are stored now and the row's INSERT is appended here for
+            the caller's next checkpoint commit to run in its transaction (DESIGN.md section 4.3);
+            until then the bytes are "stored without a row", which a later put repairs.
+
+    Raises:
+        TypeError: ``data`` is not bytes.
+        AttachmentError: the storage refused the write.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError("attachment data must be bytes")
+    data = bytes(data)
+    digest = digest_bytes(data)
+    name = storage_name(digest)
+    if _row_exists(digest) and default_storage.exists(name):
+        return digest
+    if _stored_digest(name) != digest:
+        if default_storage.exists(name):
+            default_storage.delete(name)  # a torn write from a crashed put: replace it
+        try:
+            saved = default_storage.save(name, ContentFile(data))
+        except OSError as exc:
+            raise AttachmentError(
+                f"storage refused the attachment: {type(exc).__name__}", digest=digest
+            ) from None
+        if saved != name:
+            # A concurrent put of the same content won the name; ours got a suffixed copy.
+            default_storage.delete(saved)
+            if _stored_digest(name) != digest:
+                raise AttachmentError("stored attachment does not match its digest", digest=digest)
+    if row_writes is not None:
+        row = Attachment(digest=digest, size=len(data), content_type=content_type[:100],
+                         storage_name=name)
+        row_writes.append(lambda: compiled_insert(alias=router.db_for_write(Attachment), objs=[row],
+                                                  ignore_conflicts=True))
+        return digest
+    Attachment.objects.get_or_create(
+        digest=digest,
+        defaults={"size": len(data), "content_type": content_type[:100], "storage_name": name},
+    )
+    return digest
+
+
+def _row_exists(digest: str) -> bool:
+    # Compiled once per process: a step puts several attachments (the planner's blobs, the
+    # observation's evidence), and building the ORM query cost more than running it.
+    return bool(compiled_rows(
+        alias=router.db_for_read(Attachment), shape=("attachment_exists",),
+        build=lambda s: Attachment.objects.filter(digest=s["digest"]).values_list("pk")[:1],
+        slots={"digest": digest}))
+
+
+def attachment_get(*, digest: str) -> bytes:
+    """Return the bytes of an attachment after re-hashing them.
+
+    Args:
+        digest: ``"sha256:<64 hex>"`` as returned by :func:`attachment_put`.
+
+    Raises:
+        AttachmentError: malformed digest, unknown attachment, bytes missing from storage, or
+            bytes that no longer hash to ``digest`` (corruption or tampering).
+    """
+    try:
+        check_digest(digest)
+    except DigestFormatError:
+        raise AttachmentError("not an attachment digest", digest=repr(digest)[:80]) from None
+    row = Attachment.objects.filter(digest=digest).values("storage_name").first()
+    # No row yet: the bytes may be stored with their row waiting for the next checkpoint commit
+    # (``row_writes``); they are content-addressed and re-hashed below, so they are safe to read.
+    name = row["storage_name"] if row is not None else storage_name(digest)
+    if row is None and not default_storage.exists(name):
+        raise AttachmentError("no attachment with this digest", digest=digest)
+    try:
+        with default_storage.open(name, "rb") as handle:
+            data = handle.read()
+    except (FileNotFoundError, OSError):
+        raise AttachmentError("attachment bytes are missing from storage", digest=digest) from None
+    if digest_bytes(data) != digest:
+        raise AttachmentError(digest=digest)
+    return data
+
+
+def attachment_blob(digest: str) -> bytes:
+    """:func:`attachment_get` with the positional signature of an adapter's ``BlobSource``
+    (``runtime.adapters.base``): adapters read the blobs a planner stored by digest through it.
+
+    Raises:
+        AttachmentError: as :func:`attachment_get`.
+    """
+    return attachment_get(digest=digest)

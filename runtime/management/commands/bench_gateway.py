@@ -1,0 +1,57 @@
+"""``manage.py bench_gateway [--calls N] [--clients 1,8,32] [--json FILE]``: the agent gateway's
+overhead over a direct adapter call and its calls per second (``runtime.bench.gateway``), on a
+throwaway database of the configured engine."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runtime.errors import RatchetError
+
+
+class Command(BaseCommand):
+    help = "Benchmark the agent gateway: call overhead (median, p95) and calls/s for 1, 8, 32 clients."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--calls", type=int, default=100, help="calls per measurement (default 100)")
+        parser.add_argument("--clients", default="1,8,32", help="concurrent clients (default 1,8,32)")
+        parser.add_argument("--json", dest="json_file", default=None, metavar="FILE")
+        parser.add_argument("--child", default=None, help="(internal) measure and write the report here")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from runtime.bench.gateway import gateway_bench_isolated, gateway_measure
+        from runtime.bench.scratch import scratch_require
+
+        clients = [int(c) for c in str(options["clients"]).split(",") if c.strip()]
+        try:
+            if options["child"]:
+                scratch_require()
+                call_command("migrate", verbosity=0)
+                with tempfile.TemporaryDirectory() as root:
+                    report = gateway_measure(calls=options["calls"], clients=clients, root=Path(root))
+                Path(options["child"]).write_text(json.dumps(report), encoding="utf-8")
+                return
+            report = gateway_bench_isolated(calls=options["calls"], clients=clients)
+        except RatchetError as exc:
+            raise CommandError(str(exc)) from None
+        d, g = report["direct"], report["gateway"]
+        self.stdout.write(f"gateway bench ({report['engine']}, {g['n']} calls each)")
+        self.stdout.write(f"  direct adapter write   median {d['median_ms']} ms  p95 {d['p95_ms']} ms")
+        self.stdout.write(f"  gateway call           median {g['median_ms']} ms  p95 {g['p95_ms']} ms")
+        self.stdout.write(f"  overhead (median)      {report['overhead_median_ms']} ms")
+        if "per_call" in report:
+            self.stdout.write(f"  one gateway call       {report['per_call']['statements']} statements, "
+                              f"{report['per_call']['transactions']} committed transactions")
+        for t in report["throughput"]:
+            errors = " errors: " + ",".join(t["errors"]) if t["errors"] else ""
+            self.stdout.write(f"  {t['clients']:>3} clients: {t['calls_per_second']} calls/s "
+                              f"({t['calls']} calls in {t['seconds']} s){errors}")
+        if options["json_file"]:
+            Path(options["json_file"]).write_text(json.dumps(report, indent=2), encoding="utf-8")

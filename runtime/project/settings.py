@@ -1,0 +1,431 @@
+"""Ratchet settings: one module, every knob from an environment variable with a safe default.
+
+Embedded default: a SQLite file under ``var/`` (WAL, IMMEDIATE transactions, busy timeout) and a
+Celery broker that needs no server (SQLAlchemy transport on another SQLite file). Production:
+``DATABASE_URL=postgres://...`` and ``CELERY_BROKER_URL=redis://...`` or ``amqp://...``.
+
+A malformed value raises ``ImproperlyConfigured`` naming the variable (house style 9).
+
+Over 400 lines: every environment variable the project reads is read here and nowhere else, so an
+operator has one file to look up what a variable does and what its default is.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+env = environ.Env()
+
+
+def _var_dir() -> Path:
+    path = Path(env.str("RATCHET_VAR_DIR", default=str(BASE_DIR / "var")))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+VAR_DIR = _var_dir()
+
+
+def _typed(name: str, cast: Any, default: Any) -> Any:
+    """Read ``name`` with ``cast``; a malformed value is a loud ImproperlyConfigured."""
+    try:
+        return cast(name, default=default)
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(f"environment variable {name} is malformed: {exc}") from None
+
+
+def _seconds(name: str, default: float) -> float:
+    """A positive, finite number of seconds from ``name``; anything else is ImproperlyConfigured.
+
+    Parsed strictly with ``float()``: django-environ's float cast drops characters it does not
+    understand (``1h`` would become 1.0 s), which is unsafe for lease and approval lifetimes.
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"environment variable {name}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ImproperlyConfigured(f"environment variable {name}={raw!r} must be a positive number of seconds")
+    return value
+
+
+def _private_file(name: Any) -> None:
+    """Create a SQLite database file owner-only (0600) before SQLite does: it holds password
+    hashes, sessions and approval evidence, and SQLite gives its WAL files the same mode."""
+    if not name or name == ":memory:" or str(name).startswith("file:"):
+        return
+    path = Path(name)
+    if path.parent.is_dir() and not path.exists():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
+
+
+def _database(name: str, default: str | None) -> dict[str, Any] | None:
+    url = env.str(name, default=default)
+    if url is None:
+        return None
+    try:
+        config = environ.Env.db_url_config(url)
+    except (ValueError, KeyError, ImproperlyConfigured) as exc:
+        raise ImproperlyConfigured(f"environment variable {name} is not a database URL: {exc}") from None
+    engine = config.get("ENGINE", "")
+    if engine.endswith("sqlite3"):
+        _private_file(config.get("NAME"))
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": _seconds("RATCHET_SQLITE_BUSY_TIMEOUT", 30.0),
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+        }
+    elif engine.endswith("postgresql"):
+        config.setdefault("CONN_MAX_AGE", 0)
+        config["CONN_HEALTH_CHECKS"] = True
+    else:
+        raise ImproperlyConfigured(f"{name} must point at SQLite or PostgreSQL, not {engine!r}")
+    config.setdefault("TEST", {})
+    if engine.endswith("sqlite3") and config.get("NAME") not in (None, "", ":memory:"):
+        # A real file, so child processes in crash and concurrency tests can open the test database.
+        config["TEST"].setdefault("NAME", str(VAR_DIR / f"test_{Path(str(config['NAME'])).name}"))
+    return config
+
+
+DEBUG = _typed("RATCHET_DEBUG", env.bool, False)
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+if not SECRET_KEY:
+    # Embedded default: a per-install secret kept beside the database, never in the repo.
+    _secret_file = VAR_DIR / "django-secret-key"
+    if not _secret_file.exists():
+        import secrets as _secrets
+
+        _secret_file.touch(mode=0o600)
+        _secret_file.write_text(_secrets.token_urlsafe(50))
+    SECRET_KEY = _secret_file.read_text().strip()
+
+ALLOWED_HOSTS = _typed("ALLOWED_HOSTS", env.list, ["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "runtime.apps.RuntimeConfig",
+    "review.apps.ReviewConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "review.middleware.ContentSecurityPolicyMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "runtime.project.urls"
+WSGI_APPLICATION = "runtime.project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "review.admission_banner.admission_banner",
+            ],
+        },
+    }
+]
+
+DATABASES: dict[str, Any] = {
+    "default": _database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'ratchet.sqlite3'}"),
+}
+
+
+def _hwm_database(main: dict[str, Any]) -> dict[str, Any]:
+    """The high-water mark store, always a database of its own (DESIGN.md section 4.2), so a main
+    database restored from a backup fails closed: ``RATCHET_HWM_DATABASE_URL`` if set; else one
+    named after the main database: ``<stem>-hwm.sqlite3`` beside an SQLite file (in the var dir by
+    default), ``<name>_hwm`` on the same server beside a PostgreSQL database (created by the
+    operator). Being a function of the main database, a child process given only a
+    ``DATABASE_URL`` (tests: the test database) finds the same store as its parent.
+
+    Raises:
+        ImproperlyConfigured: the URL is malformed or names the main database itself.
+    """
+    if env.str("RATCHET_HWM_DATABASE_URL", default=""):
+        config: dict[str, Any] = _database("RATCHET_HWM_DATABASE_URL", None) or {}
+    elif main["ENGINE"].endswith("sqlite3"):
+        path = Path(str(main["NAME"]))
+        config = _database("RATCHET_HWM_DATABASE_URL",
+                           f"sqlite:///{path.with_name(f'{path.stem}-hwm{path.suffix}')}") or {}
+    else:
+        # 63 bytes is PostgreSQL's identifier limit; the suffix must survive the cut.
+        config = {**main, "NAME": f"{str(main['NAME'])[:59]}_hwm", "TEST": {},
+                  "OPTIONS": dict(main.get("OPTIONS") or {})}
+
+    def where(db: dict[str, Any]) -> tuple[str, ...]:
+        name = str(db.get("NAME") or "")
+        if db["ENGINE"].endswith("sqlite3"):
+            name = str(Path(name).resolve())
+        return db["ENGINE"], str(db.get("HOST") or ""), str(db.get("PORT") or ""), name
+
+    if where(config) == where(main):
+        raise ImproperlyConfigured(
+            "RATCHET_HWM_DATABASE_URL names the main database: the high-water marks must live in "
+            "another database, or a restored backup of the main one is taken as the newest state "
+            "(unset it for the default, or name a second database)"
+        )
+    return config
+
+
+DATABASES["hwm"] = _hwm_database(DATABASES["default"])
+DATABASE_ROUTERS = ["runtime.project.routers.HighWaterMarkRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+USE_TZ = True
+TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en-us"
+USE_I18N = False
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+MEDIA_ROOT = Path(env.str("RATCHET_MEDIA_ROOT", default=str(VAR_DIR / "media")))
+STORAGES = {
+    # Attachments go through the storage API so a multi-machine deployment can use object storage.
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+LOGIN_URL = "/accounts/login/"
+
+# --- Security headers, cookies and sign-in throttling (dashboard) ----------------------------
+
+
+def _positive_int(name: str, default: int) -> int:
+    value = _typed(name, env.int, default)
+    if value < 1:
+        raise ImproperlyConfigured(f"environment variable {name} must be >= 1")
+    return int(value)
+
+
+# Embedded default: plain HTTP on localhost, so cookies cannot be Secure. Behind TLS set
+# RATCHET_TLS=1: Secure cookies, HTTPS redirect and one year of HSTS (each overridable below);
+# behind a TLS-terminating proxy also set RATCHET_PROXY_SSL_HEADER, or the redirect loops.
+# `manage.py check --deploy` is clean with RATCHET_TLS=1, RATCHET_HSTS_PRELOAD=1, RATCHET_DEBUG=0,
+# a long random DJANGO_SECRET_KEY and ALLOWED_HOSTS set.
+RATCHET_TLS = _typed("RATCHET_TLS", env.bool, False)
+SECURE_SSL_REDIRECT = _typed("RATCHET_SSL_REDIRECT", env.bool, RATCHET_TLS)
+SECURE_HSTS_SECONDS = _typed("RATCHET_HSTS_SECONDS", env.int, 31_536_000 if RATCHET_TLS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _typed("RATCHET_HSTS_INCLUDE_SUBDOMAINS", env.bool, RATCHET_TLS)
+# Preloading is hard to undo (browsers ship the list), so it is an explicit opt-in.
+SECURE_HSTS_PRELOAD = _typed("RATCHET_HSTS_PRELOAD", env.bool, False)
+SESSION_COOKIE_SECURE = _typed("RATCHET_SECURE_COOKIES", env.bool, RATCHET_TLS)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+_proxy_ssl_header = env.str("RATCHET_PROXY_SSL_HEADER", default="")
+if _proxy_ssl_header:
+    # "X-Forwarded-Proto: https": trust this header from the TLS-terminating proxy (and only then).
+    _name, _sep, _value = _proxy_ssl_header.partition(":")
+    if not _sep or not _name.strip() or not _value.strip():
+        raise ImproperlyConfigured(
+            "environment variable RATCHET_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto: https'"
+        )
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _name.strip().upper().replace("-", "_"), _value.strip())
+CSRF_TRUSTED_ORIGINS = _typed("CSRF_TRUSTED_ORIGINS", env.list, [])
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = _positive_int("RATCHET_SESSION_SECONDS", 8 * 3600)
+# htmx sends the CSRF token from the page (hx-headers), so no script needs to read the cookie.
+CSRF_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+RATCHET_CSP = env.str(
+    "RATCHET_CSP",
+    default=(
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+)
+# Sign-in throttling (review.throttle): failures per username / per client address within the
+# window lock that username / address for the lockout. Seconds.
+RATCHET_LOGIN_MAX_FAILURES = _positive_int("RATCHET_LOGIN_MAX_FAILURES", 5)
+RATCHET_LOGIN_MAX_FAILURES_PER_IP = _positive_int("RATCHET_LOGIN_MAX_FAILURES_PER_IP", 50)
+RATCHET_LOGIN_WINDOW_SECONDS = _positive_int("RATCHET_LOGIN_WINDOW_SECONDS", 900)
+RATCHET_LOGIN_LOCKOUT_SECONDS = _positive_int("RATCHET_LOGIN_LOCKOUT_SECONDS", 900)
+
+# --- Ratchet runtime -------------------------------------------------------------------------
+RATCHET_KEY_FILE = Path(env.str("RATCHET_KEY_FILE", default=str(VAR_DIR / "keys.json")))
+RATCHET_CREATE_KEY_FILE = _typed("RATCHET_CREATE_KEY_FILE", env.bool, True)
+RATCHET_LEASE_SECONDS = _seconds("RATCHET_LEASE_SECONDS", 30.0)
+# Longest single adapter or model call the lease heartbeat keeps the lease for (DESIGN.md section 4.9).
+RATCHET_MAX_CALL_SECONDS = _seconds("RATCHET_MAX_CALL_SECONDS", 900.0)
+RATCHET_APPROVAL_SECONDS = _seconds("RATCHET_APPROVAL_SECONDS", 3600.0)
+# Longest approval validity anyone may ask for, and how long a signed reviewer decision stays
+# usable after it was signed; both judged by the database clock (DESIGN.md sections 4.7, 6.2, 6.3).
+RATCHET_APPROVAL_MAX_SECONDS = _seconds("RATCHET_APPROVAL_MAX_SECONDS", 86400.0)
+RATCHET_DECISION_SECONDS = _seconds("RATCHET_DECISION_SECONDS", 3600.0)
+# Reviewers' passkeys (DESIGN.md section 6.9): the WebAuthn origin and relying-party id (empty:
+# the dashboard's own origin and host as the browser reaches it), and whether the password
+# re-entry stays available as a fallback for signing decisions.
+RATCHET_PASSKEY_ORIGIN = env.str("RATCHET_PASSKEY_ORIGIN", default="")
+RATCHET_PASSKEY_RP_ID = env.str("RATCHET_PASSKEY_RP_ID", default="")
+RATCHET_REVIEW_PASSWORD_FALLBACK = _typed("RATCHET_REVIEW_PASSWORD_FALLBACK", env.bool, True)
+RATCHET_WORKER_ID = env.str("RATCHET_WORKER_ID", default="")
+# The agent gateway (DESIGN.md section 5.12): calls per token per window, the largest call in
+# bytes, how long a call waits for the run's lease, and the dashboard's address for its links.
+RATCHET_GATEWAY_RATE_LIMIT = _positive_int("RATCHET_GATEWAY_RATE_LIMIT", 120)
+RATCHET_GATEWAY_RATE_WINDOW_SECONDS = _seconds("RATCHET_GATEWAY_RATE_WINDOW_SECONDS", 60.0)
+RATCHET_GATEWAY_MAX_BYTES = _positive_int("RATCHET_GATEWAY_MAX_BYTES", 1_048_576)
+RATCHET_GATEWAY_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_WAIT_SECONDS", 10.0)
+# How long an MCP call whose client accepted the approval elicitation waits (bounded to 600 s),
+# how often it reads the run row meanwhile, and whether the gateway keeps restored sessions.
+RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS", 120.0)
+RATCHET_GATEWAY_APPROVAL_POLL_SECONDS = _seconds("RATCHET_GATEWAY_APPROVAL_POLL_SECONDS", 0.5)
+RATCHET_GATEWAY_REUSE_SESSIONS = _typed("RATCHET_GATEWAY_REUSE_SESSIONS", env.bool, True)
+RATCHET_DASHBOARD_URL = env.str("RATCHET_DASHBOARD_URL", default="")
+# /metrics (DESIGN.md section 8.1): bearer token; unset, only loopback requests are served.
+RATCHET_METRICS_TOKEN = env.str("RATCHET_METRICS_TOKEN", default="")
+RATCHET_METRICS_BUCKET_SECONDS = _positive_int("RATCHET_METRICS_BUCKET_SECONDS", 60)
+# Admission gate (DESIGN.md section 8.3): defaults per tenant and task over a sliding window;
+# RATCHET_ADMISSION_THRESHOLDS is JSON {"tenant/task" or "tenant/*": {name: value}} overriding them.
+RATCHET_ADMISSION_WINDOW_SECONDS = _seconds("RATCHET_ADMISSION_WINDOW_SECONDS", 3600.0)
+RATCHET_ADMISSION_MIN_SUCCESS_RATE = _typed("RATCHET_ADMISSION_MIN_SUCCESS_RATE", env.float, 0.9)
+RATCHET_ADMISSION_MIN_RECOVERIES = _positive_int("RATCHET_ADMISSION_MIN_RECOVERIES", 10)
+RATCHET_ADMISSION_MAX_P95_SECONDS = _seconds("RATCHET_ADMISSION_MAX_P95_SECONDS", 60.0)
+RATCHET_ADMISSION_MAX_DUPLICATES = _typed("RATCHET_ADMISSION_MAX_DUPLICATES", env.int, 0)
+RATCHET_ADMISSION_THRESHOLDS = env.str("RATCHET_ADMISSION_THRESHOLDS", default="")
+# Version combinations (DESIGN.md section 8.4): completed canary runs a promotion needs.
+RATCHET_CANARY_MIN_RUNS = _positive_int("RATCHET_CANARY_MIN_RUNS", 5)
+
+# --- Celery ----------------------------------------------------------------------------------
+# Embedded default: `manage.py worker` runs one worker with the sweeper (beat) inside it, on a
+# broker that needs no server (kombu's SQLAlchemy transport on var/broker.sqlite3). Production:
+# CELERY_BROKER_URL=redis://... or amqp://..., `celery -A runtime worker` on every machine and
+# exactly ONE `celery -A runtime beat` (a second beat only sends duplicate sweeps, which are safe
+# but wasteful). Tasks carry only ids and are safe to deliver twice (runtime/workers/tasks.py).
+CELERY_BROKER_URL = env.str(
+    "CELERY_BROKER_URL", default=f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}"
+)
+
+
+def _broker_scheme(url: str) -> str:
+    return url.partition("://")[0].lower()
+
+
+def _is_sqlalchemy_broker(url: str) -> bool:
+    return _broker_scheme(url).startswith(("sqla+", "sqlalchemy+"))
+
+
+def _reject_on_worker_lost(url: str) -> bool:
+    """Give a dead pool process's message back to the queue, except on the SQLAlchemy broker.
+
+    That transport shares one SQLAlchemy session between the consumer and the pool's result
+    thread, which is where a worker-lost reject republishes: the two collide and the whole worker
+    dies ("session is in 'prepared' state"). There the message is acknowledged instead and the
+    sweeper re-queues the run once its lease expires (it would only find the lease held before).
+    """
+    return not _is_sqlalchemy_broker(url)
+
+
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None)
+# Outcomes live in the trace and the checkpoints; a result store would be a second, weaker copy.
+CELERY_TASK_IGNORE_RESULT = True
+# Acknowledge after the task ran, so a SIGKILL mid-step leaves the message unacknowledged (to be
+# delivered again or, at worst, replaced by the sweeper); the lease makes a second delivery a
+# no-op or a recovery, never a second effect.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = _reject_on_worker_lost(CELERY_BROKER_URL)
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Seconds a worker waits for a dead pool process's result before declaring its job lost. Until
+# then the job holds a prefetch slot and the worker takes no new message (default 10 s); our
+# tasks keep no results, and a job declared lost too early is at worst delivered twice.
+CELERY_WORKER_LOST_WAIT = 2.0
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="ratchet")
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# Seconds between sweeps for runs whose worker died (lease expired by the database clock) or that
+# nobody is driving (lease free, untouched for this long).
+RATCHET_SWEEP_SECONDS = _seconds("RATCHET_SWEEP_SECONDS", 10.0)
+# Committed steps one advance_run task drives before it re-enqueues the run: small batches let
+# many runs interleave across workers without paying a broker round trip for every step.
+RATCHET_STEPS_PER_TASK = _positive_int("RATCHET_STEPS_PER_TASK", 8)
+# Seconds a Celery worker process keeps a database connection open across tasks (its CONN_MAX_AGE;
+# web and CLI processes keep the one DATABASE_URL gives). Broken connections are closed sooner.
+RATCHET_WORKER_CONN_MAX_AGE = _seconds("RATCHET_WORKER_CONN_MAX_AGE", 300.0)
+CELERY_BEAT_SCHEDULE = {
+    # Sweeps sent while no worker was up expire instead of piling up (a minute, or three
+    # periods: generous, since the worker judges expiry by its own clock).
+    "ratchet.sweep": {"task": "ratchet.sweep", "schedule": RATCHET_SWEEP_SECONDS,
+                      "options": {"expires": max(60.0, 3 * RATCHET_SWEEP_SECONDS)}},
+}
+
+# Redis redelivers an unacknowledged message after the visibility timeout (seconds). It must
+# outlast the longest task, or a running task's message is handed to a second worker (harmless:
+# the lease turns it into a no-op, but wasteful), so it is refused if not longer than the lease.
+RATCHET_BROKER_VISIBILITY_SECONDS = _seconds("RATCHET_BROKER_VISIBILITY_SECONDS", 3600.0)
+if RATCHET_BROKER_VISIBILITY_SECONDS <= RATCHET_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "environment variable RATCHET_BROKER_VISIBILITY_SECONDS must be longer than "
+        "RATCHET_LEASE_SECONDS"
+    )
+
+
+def _broker_transport_options(url: str) -> dict[str, Any]:
+    scheme = _broker_scheme(url)
+    if scheme in ("redis", "rediss", "sentinel", "redis+socket"):
+        return {"visibility_timeout": RATCHET_BROKER_VISIBILITY_SECONDS}
+    if _is_sqlalchemy_broker(url):
+        # Every option of this transport goes to sqlalchemy.create_engine(), so only engine
+        # arguments belong here (not even `polling_interval`, which it refuses: the worker sets
+        # it from RATCHET_BROKER_POLL_SECONDS in runtime.project.celery.BrokerPolling instead). The
+        # SQLite busy timeout (seconds) rides out processes publishing at once.
+        return {"connect_args": {"timeout": 30}} if "+sqlite" in scheme else {}
+    return {}
+
+
+CELERY_BROKER_TRANSPORT_OPTIONS = _broker_transport_options(CELERY_BROKER_URL)
+# Seconds a worker on a polling broker (the embedded SQLAlchemy transport) sleeps when it cannot
+# take a message (queue empty or prefetch slots full): kombu's default of 1 s made every task
+# wait up to a second for the next (runtime.project.celery.BrokerPolling, DESIGN.md section 5.7).
+RATCHET_BROKER_POLL_SECONDS = _seconds("RATCHET_BROKER_POLL_SECONDS", 0.1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
+}

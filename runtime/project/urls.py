@@ -1,0 +1,19 @@
+"""Root URL configuration: the dashboard, its sign-in and the (read-only for runtime) admin."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+from review import views as review_views
+from runtime.api.v1 import api as gateway_api
+from runtime.observability.view import metrics_view
+
+urlpatterns = [
+    path("accounts/login/", review_views.login_view, name="login"),
+    path("accounts/logout/", review_views.logout_view, name="logout"),
+    # The admin signs in through the throttled dashboard sign-in, never its own form.
+    path("admin/login/", review_views.admin_login_redirect, name="admin-login"),
+    path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
+    path("api/v1/", gateway_api.urls),  # the agent gateway's JSON API (DESIGN.md section 5.12)
+    path("", include("review.urls")),
+]
