@@ -52,7 +52,7 @@ from runtime.core.passkey_evidence import (
     passkey_problem,
 )
 from runtime.core.signing import TrustRoot
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.errors import PasskeyError
 from runtime.keys import signer_for
 

@@ -46,7 +46,7 @@ from review.queries.workers import workers_view
 from review.scope import scope_run_check, scope_sees_all
 from review.throttle import login_failure_record, login_success_record, login_throttle_check
 from runtime.evidence.attachments import attachment_get
-from runtime.evidence.bundles import bundle_export
+from runtime.bundles.export import bundle_export
 from runtime.errors import AttachmentError, RatchetError, RunNotFoundError
 
 RUN_DETAIL_PARTIALS = {"run-status": "status", "checkpoints": "checkpoints", "timeline": "timeline"}
@@ -217,7 +217,7 @@ def attachment_download(request: HttpRequest, digest: str) -> HttpResponse:
 @require_perm(Perm.VIEW_TRACE)
 @require_safe
 def run_bundle(request: HttpRequest, run_id: str) -> HttpResponse:
-    """Download the run's signed evidence bundle (``runtime.evidence.bundles.bundle_export``) as JSON.
+    """Download the run's signed evidence bundle (``runtime.bundles.export.bundle_export``) as JSON.
 
     Admin only (it is trace evidence). ``manage.py verify_bundle FILE`` checks the file offline.
     A run whose committed checkpoint or trace chain does not verify gets 409 with the reason

@@ -2,7 +2,7 @@
 
 Each action is a POST with CSRF (the middleware refuses it without the token before the view
 runs), checked against its own permission in the view, and calls one runtime service with the
-signed-in user as the approver (``runtime.decisions.approvals``, ``runtime.engine.run_request_cancel``).
+signed-in user as the approver (``runtime.decisions.approvals``, ``runtime.decisions.cancellation.run_request_cancel``).
 The dashboard never changes runtime rows itself. After the call the browser is redirected
 (303, post/redirect/get) with the outcome as a message: the run page on success, the queue on a
 refusal, with the runtime's reason.
@@ -26,7 +26,7 @@ from review.queries.runs import CANCELLABLE_PHASES, run_get
 from review.scope import scope_run_check, scope_sees_all
 from review.views import fragment_requested, poll_context
 from runtime.decisions import approvals as approval_service
-from runtime import engine as engine_service
+from runtime.decisions import cancellation as cancel_service
 from runtime.errors import (
     ApprovalRefusedError,
     LeaseError,
@@ -244,7 +244,7 @@ def approval_deny(request: HttpRequest, run_id: str) -> HttpResponse:
 @require_perm(Perm.CANCEL_RUN)
 @require_POST
 def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
-    """Stop a run (``runtime.engine.run_request_cancel``). A live run is stopped by the worker
+    """Stop a run (``runtime.decisions.cancellation.run_request_cancel``). A live run is stopped by the worker
     driving it, which settles any pending write by its receipt first; a run frozen for an approval
     or a review is cancelled at once, keeping its evidence."""
     try:
@@ -255,7 +255,7 @@ def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
         messages.error(request, f"Run {run_id} is {run.phase}: there is nothing to cancel.")
         return _see_other(reverse("review:run", args=[run_id]))
     try:
-        phase = engine_service.run_request_cancel(run_id=run_id, requested_by=request.user.get_username())
+        phase = cancel_service.run_request_cancel(run_id=run_id, requested_by=request.user.get_username())
     except RunNotFoundError:
         raise Http404("no such run") from None
     except LeaseHeldError:

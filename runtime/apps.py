@@ -10,7 +10,7 @@ class RuntimeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # ``checks`` registers the system checks; importing ``celery`` binds @shared_task to this
-        # app, now that runtime/__init__.py loads it lazily (to keep runtime.core Django-free).
+        # ``checks`` registers the system checks. The Celery app is not imported here: the project
+        # package creates it when its settings load (runtime/project/__init__.py), and the app
+        # never imports the project that wires it.
         from runtime import checks  # noqa: F401
-        from runtime.project import celery  # noqa: F401

@@ -23,7 +23,7 @@ from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
 from runtime.keys import keyring_for
 from runtime.checkpoints.mark_completion import hwm_for_display
 from runtime.models import Checkpoint, HighWaterMark, Run
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
 from runtime.keys import keyring_for
 from runtime.checkpoints.mark_completion import hwm_for_display
 from runtime.models import Attachment, Checkpoint, Run, TraceEvent
-from runtime.verifiers.builtin import verifier_output_digest
+from runtime.verifiers.base import verifier_output_digest
 
 CHECKPOINTS_PER_PAGE = 10
 

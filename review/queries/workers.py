@@ -129,7 +129,9 @@ def _lease_owners(user: Any) -> list[WorkerRow]:
 
 
 def _celery_workers() -> list[WorkerRow]:
-    from runtime.project.celery import app
+    from runtime.workers.dispatch import project_app
+
+    app = project_app()
 
     inspector = app.control.inspect(timeout=PROBE_SECONDS / 2)
     replies = inspector.ping() or {}
@@ -165,7 +167,9 @@ def _redis_depth(url: str, queue: str) -> int:
 
 
 def _amqp_depth(queue: str) -> int:
-    from runtime.project.celery import app
+    from runtime.workers.dispatch import project_app
+
+    app = project_app()
 
     with app.connection_for_read() as conn:
         conn.ensure_connection(max_retries=1, timeout=PROBE_SECONDS / 2)

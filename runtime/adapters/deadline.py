@@ -105,7 +105,7 @@ def deadline_measure(*, not_after: datetime, database_now: Callable[[], datetime
 
     Args:
         not_after: the approval's expiry (aware, database clock).
-        database_now: reads the database clock (``runtime.ownership.db_clock.db_now``).
+        database_now: reads the database clock (``runtime.database.clock.db_now``).
 
     Raises:
         whatever ``database_now`` raises (the caller fails closed).

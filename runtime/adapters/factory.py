@@ -27,8 +27,8 @@ from runtime.errors import (
     UnknownAdapterError,
 )
 from runtime.plugins.registry import ADAPTERS, plugin, plugin_load
-from runtime.taskspec import NoOptions
-from runtime.taskspec.validation_errors import error_lines, render_lines
+from runtime.plugins.options import NoOptions
+from runtime.plugins.validation_errors import error_lines, render_lines
 
 
 @plugin(options=NoOptions)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from django.db import router
 
-from runtime.checkpoints.statements import compiled_rows
+from runtime.database.statements import compiled_rows
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import RunState, VersionSet
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
@@ -210,7 +210,7 @@ _RUN_COLUMNS = tuple(f.attname for f in Run._meta.concrete_fields)
 
 
 def run_row_read(*, run_id: str) -> Run:
-    """:func:`run_load` through a SELECT compiled once per process (``runtime.checkpoints.statements``):
+    """:func:`run_load` through a SELECT compiled once per process (``runtime.database.statements``):
     every restore reads the run row, and building the query cost more than running it.
 
     Raises:

@@ -2,7 +2,7 @@
 
 One ``HighWaterMark`` row per ``(task_id, run_id, environment_instance_id)`` holds the committed
 generation and the digest of its envelope bytes, outside the checkpoint. It lives on the database
-alias ``runtime.project.routers.hwm_alias`` names: a database of its own (``hwm.sqlite3`` in the var dir,
+alias ``runtime.database.routers.hwm_alias`` names: a database of its own (``hwm.sqlite3`` in the var dir,
 ``<name>_hwm`` beside a PostgreSQL one, or ``RATCHET_HWM_DATABASE_URL``; DESIGN.md section 4.2),
 so a main database restored from a backup fails closed. Only a compare-and-set
 (:func:`hwm_advance`) moves it forward; the commit protocol in ``runtime.checkpoints.protocol`` says when.
@@ -28,10 +28,10 @@ from django.db import (
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 
-from runtime.checkpoints.statements import compiled_update
+from runtime.database.statements import compiled_update
 from runtime.errors import HighWaterMarkMissingError, RunExistsError, StaleGenerationError
 from runtime.models import HighWaterMark, Run
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 
 HWM_STORE_ERRORS = (OperationalError, ProgrammingError)
 """A missing table (ProgrammingError on PostgreSQL, OperationalError on SQLite) or an unreachable
@@ -125,7 +125,7 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
                           "updated_at": Now()}
 
     def cas() -> None:
-        # Compiled once per process (runtime.checkpoints.statements): the same statement every commit.
+        # Compiled once per process (runtime.database.statements): the same statement every commit.
         updated = compiled_update(alias=alias, shape=("hwm_cas",), build=build, slots={
             **_hwm_scope(run), "expected": expected, "generation": generation, "digest": digest})
         if updated == 1:

@@ -22,8 +22,8 @@ from django.db import router, transaction
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 
-from runtime.decisions.cases import review_case_id
-from runtime.checkpoints.statements import compiled_delete, compiled_insert, compiled_rows
+from runtime.checkpoints.cases import review_case_id
+from runtime.database.statements import compiled_delete, compiled_insert, compiled_rows
 from runtime.core.checkpoint import LedgerHead, Phase, StopReason
 from runtime.core.ledger import LedgerEntry, LedgerKind, ledger_chain_check
 from runtime.errors import LedgerChainError
@@ -79,7 +79,7 @@ def ledger_rows_add(*, run_id: str, entries: Sequence[LedgerEntry], generation: 
             transaction rolls back; the fence makes this impossible for a current lease holder).
     """
     if entries:
-        # Compiled once per row count (runtime.checkpoints.statements): the commit's hot path.
+        # Compiled once per row count (runtime.database.statements): the commit's hot path.
         compiled_insert(alias=router.db_for_write(LedgerRow), objs=[
             LedgerRow(run_id=run_id, seq=e.seq, kind=e.kind.value, key=e.key,
                       body=e.body.decode("utf-8"), prev_hash=e.prev_hash, entry_hash=e.entry_hash,
@@ -96,7 +96,7 @@ def ledger_orphans_drop(*, run_id: str, committed_length: int) -> int:
     signed head is the ledger's end) and would collide with the next commit's ``seq``. Only a
     caller holding the fenced run row lock may call this, so nothing committed can be beyond.
     """
-    # Every split-HWM commit runs it: compiled once (runtime.checkpoints.statements). Nothing
+    # Every split-HWM commit runs it: compiled once (runtime.database.statements). Nothing
     # references ledger rows or listens to their deletion, so the DELETE is the whole of it.
     return compiled_delete(
         alias=router.db_for_write(LedgerRow), shape=("ledger_orphans",),
@@ -147,7 +147,7 @@ def _verify_from(*, run_id: str, start: LedgerHead, head: LedgerHead) -> None:
 
 
 def _verify_rows(s: Mapping[str, Any]) -> QuerySet[Any]:
-    # Every restore runs it: compiled once per process (runtime.checkpoints.statements).
+    # Every restore runs it: compiled once per process (runtime.database.statements).
     return (LedgerRow.objects.filter(run_id=s["run_id"], seq__gte=s["first"], seq__lte=s["last"])
             .order_by("seq").values_list(*_COLUMNS))
 

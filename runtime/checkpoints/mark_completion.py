@@ -17,7 +17,7 @@ import logging
 from django.db import router
 
 from runtime.checkpoints.checks import run_identity_check, stored_envelope_open
-from runtime.checkpoints.statements import compiled_rows
+from runtime.database.statements import compiled_rows
 from runtime.core.canonical import digest_bytes
 from runtime.errors import (
     CheckpointCorruptError,

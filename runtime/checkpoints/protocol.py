@@ -18,7 +18,7 @@ the trace rows), then, with the HWM on the default database, ONE transaction:
 A crash anywhere before COMMIT leaves nothing of ``g+1``. The statements are Django query-API
 calls, each already one SQL statement; no hand-written SQL is needed on this path. The
 statements of a commit and of a restore (all but the HWM read) are compiled by the ORM once per
-process and then only refilled (``runtime.checkpoints.statements``): the same SQL, without rebuilding
+process and then only refilled (``runtime.database.statements``): the same SQL, without rebuilding
 it every time.
 
 **The mark in its own database** (the default, DESIGN.md section 4.2): two transactions -- the

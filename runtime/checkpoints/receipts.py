@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, router, transaction
 
-from runtime.checkpoints.statements import compiled_rows
+from runtime.database.statements import compiled_rows
 from runtime.core.checkpoint import Receipt
 from runtime.errors import KeyQuarantinedError, ReceiptConflictError
 from runtime.models import IdempotencyRecord

@@ -21,7 +21,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Now
 
 from runtime.checkpoints.checks import run_identity_check, run_load
-from runtime.checkpoints.statements import UpdateBuilder, compiled_insert, compiled_update
+from runtime.database.statements import UpdateBuilder, compiled_insert, compiled_update
 from runtime.core.checkpoint import LedgerHead
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.envelope import CheckpointEnvelope
@@ -38,7 +38,7 @@ from runtime.checkpoints.high_water_marks import hwm_advance
 from runtime.ownership.leases import Lease, held_by
 from runtime.checkpoints.ledger import ledger_orphans_drop, ledger_rows_add
 from runtime.models import Checkpoint, Run, TraceEvent
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 from runtime.evidence.trace import trace_head_forget, trace_head_hint, trace_head_remember, trace_rows_build
 
 AFTER_LEDGER_ROWS = register(
@@ -154,7 +154,7 @@ def _fence_changes(renew_seconds: float | None, *, phase: str, stop_reason: str,
 
 def _fence_update(lease: Lease, renew_seconds: float | None, release: bool) -> UpdateBuilder:
     """The hot-path fence UPDATE written with the query API, from its varying values (compiled
-    once per shape by ``runtime.checkpoints.statements``)."""
+    once per shape by ``runtime.database.statements``)."""
     def build(s: Mapping[str, Any]) -> tuple[QuerySet[Any], dict[str, Any]]:
         held = held_by(replace(lease, run_id=s["run_id"], worker=s["worker"],
                                lease_version=s["lease_version"]))

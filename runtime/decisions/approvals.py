@@ -10,7 +10,7 @@ key (the write committed before a crash), approving only reconciles.
 
 The checks the engine applies to approval evidence and to receipts of approval-gated writes
 (``approval_problem``, ``receipt_trust_problem``, ``evidence_verify``) are
-``runtime.decisions.approval_checks``; this module holds the services people call.
+``runtime.checkpoints.approval_checks``; this module holds the services people call.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from runtime.core.checkpoint import PendingAction, Phase, Receipt, StopReason
 from runtime.core.evidence import approval_sign, approval_ttl_check
 from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.engine.settle import receipt_settle
 from runtime.errors import ApprovalRefusedError, RatchetError
 from runtime.keys import signer_for

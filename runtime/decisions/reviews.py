@@ -1,6 +1,6 @@
 """Review cases and signed reviewer decisions (DESIGN.md section 6).
 
-Every ``needs_review`` freeze opens a case (``runtime.decisions.cases.case_open``, called by the engine)
+Every ``needs_review`` freeze opens a case (``runtime.checkpoints.cases.case_open``, called by the engine)
 that keeps the pending intent, both digests, the full receipt and its fingerprint, the
 environment version, the reason and a trace excerpt. A reviewer resolves it with ``replan`` or
 ``abort``, signed (Ed25519) under the reviewer trust root -- with the reviewer role's key held by
@@ -16,7 +16,7 @@ receipt from the adapter and re-observes the environment, and keeps the run froz
 the refusal in the trace -- on an unknown signer, a tampered signature, any bound field that
 differs, a reused nonce, receipt drift or a changed environment. The signed checkpoint is the
 commit point; the case row is updated after it and repaired from the checkpoint if a crash
-came in between (``runtime.decisions.cases.case_sync``). A replan's key quarantine is written inside the
+came in between (``runtime.checkpoints.cases.case_sync``). A replan's key quarantine is written inside the
 checkpoint's commit transaction, so a replan that loses the race to an abort quarantines nothing.
 """
 
@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import transaction
 
 import runtime.workers.dispatch
-from runtime.decisions.cases import case_sync
+from runtime.checkpoints.cases import case_sync
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import (
     DecisionKind,
@@ -53,7 +53,7 @@ from runtime.core.ledger import state_ledger
 from runtime.core.passkey_evidence import passkey_problem
 from runtime.core.signing import Keyring, TrustRoot
 from runtime.core.statemachine import Event, transition
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.errors import (
     BadSignatureError,
     DecisionExpiredError,

@@ -22,7 +22,7 @@ from django.db.models import ProtectedError
 
 from runtime.errors import DemoSetupError
 from runtime.models import HighWaterMark, RecoveryWatch, Run
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 
 log = logging.getLogger("runtime.demo")
 

@@ -31,7 +31,8 @@ The services are re-exported here; the modules hold one concept each:
 * :mod:`runtime.engine.complete` -- the verifier and the effects audit at the end of a run;
 * :mod:`runtime.engine.recover` -- re-observe on resume; reconcile a write that beat its approval;
 * :mod:`runtime.engine.freeze` -- freeze for review with a case, or stop with a reason;
-* :mod:`runtime.engine.cancel` -- ``run_request_cancel`` and the settle-then-stop cancel.
+* :mod:`runtime.engine.cancel` -- the settle-then-stop cancel (an operator's request is
+  :func:`runtime.decisions.cancellation.run_request_cancel`).
 
 The run session they all work in (lease, restore, fenced commit) is :mod:`runtime.checkpoints.session`.
 """
@@ -39,7 +40,6 @@ The run session they all work in (lease, restore, fenced commit) is :mod:`runtim
 from __future__ import annotations
 
 from runtime.engine.advance import StepReport, run_advance
-from runtime.engine.cancel import run_request_cancel
 from runtime.engine.start import run_start
 
-__all__ = ("StepReport", "run_advance", "run_request_cancel", "run_start")
+__all__ = ("StepReport", "run_advance", "run_start")

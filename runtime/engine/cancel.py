@@ -1,4 +1,7 @@
-"""Operator cancel: settle a pending write first (query the adapter by key), then stop.
+"""The engine's side of a cancel: settle a pending write first (query the adapter by key), then stop.
+
+The operator's request (:func:`runtime.decisions.cancellation.run_request_cancel`) marks the run;
+the worker driving it, or the request itself for a frozen run, calls :func:`run_cancel`.
 
 A cancel never leaves a write half-known (DESIGN.md section 5): a pending write the adapter holds
 a receipt for is reconciled before the run stops, one it has no receipt for never happened and
@@ -7,50 +10,15 @@ is dropped. A run frozen for review keeps its pending write, receipt and open ca
 
 from __future__ import annotations
 
-from django.db import router, transaction
+from django.db import router
 
-import runtime.workers.dispatch
-from runtime.checkpoints.statements import compiled_rows
-from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
+from runtime.database.statements import compiled_rows
+from runtime.core.checkpoint import Phase, StopReason
 from runtime.core.statemachine import Event
 from runtime.engine.freeze import run_stop
 from runtime.engine.settle import receipt_settle
-from runtime.errors import RunNotFoundError
 from runtime.models import Run
-from runtime.checkpoints.session import RunSession, run_session
-from runtime.evidence.trace import trace_append
-
-
-def run_request_cancel(*, run_id: str, requested_by: str) -> str:
-    """Ask a run to stop; returns the run's phase afterwards.
-
-    A live run (running, pending) is cancelled by the worker driving it, which first settles any
-    pending write by querying the adapter with its key; the run is queued so a worker picks the
-    request up. A frozen run (awaiting approval, needs review) has no worker, so it is cancelled
-    here, under its lease, by the same settle-then-stop rule. Finished runs are left as they are.
-
-    Raises:
-        RunNotFoundError: unknown run.
-        LeaseHeldError: a frozen run is being changed by someone else right now; try again.
-    """
-    with transaction.atomic():
-        current = Run.objects.select_for_update().filter(run_id=run_id).values_list("phase", flat=True).first()
-        if current is None:
-            raise RunNotFoundError(run_id=run_id)
-        if current in {p.value for p in TERMINAL_PHASES}:
-            return current  # finished runs have nothing to cancel; nothing is recorded
-        Run.objects.filter(run_id=run_id).update(cancel_requested=True)
-        trace_append(run_id=run_id, event_type="run.cancel_requested", payload={"requested_by": requested_by})
-    phase = Run.objects.values_list("phase", flat=True).get(run_id=run_id)
-    if phase in (Phase.AWAITING_APPROVAL.value, Phase.NEEDS_REVIEW.value):
-        with run_session(run_id=run_id, worker=f"cancel:{requested_by}") as session:
-            if session.state.phase in (Phase.AWAITING_APPROVAL, Phase.NEEDS_REVIEW):
-                run_cancel(session)
-            return session.state.phase.value
-    if phase in (Phase.RUNNING.value, Phase.PENDING.value):
-        # Looked up on the module at call time, so stories can record the hand-off instead.
-        runtime.workers.dispatch.run_enqueue(run_id=run_id)
-    return phase
+from runtime.checkpoints.session import RunSession
 
 
 def cancel_requested(session: RunSession) -> bool:

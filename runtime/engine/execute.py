@@ -15,12 +15,12 @@ timeouts a human decides.
 from __future__ import annotations
 
 from runtime.adapters.deadline import CommitDeadline, adapter_takes_deadline, deadline_measure
-from runtime.decisions.approval_checks import approval_problem
+from runtime.checkpoints.approval_checks import approval_problem
 from runtime.core.checkpoint import PendingAction, StopReason
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.evidence import approval_digest
 from runtime.core.statemachine import Event, transition
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.engine.freeze import run_freeze, run_freeze_fenced
 from runtime.engine.settle import receipt_settle
 from runtime.errors import AdapterTimeoutError, CommitDeadlinePassedError, EngineError, FencingTokenError

@@ -13,7 +13,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.decisions.cases import case_open, review_case_id
+from runtime.checkpoints.cases import case_open, review_case_id
 from runtime.core.checkpoint import Receipt, ReviewCaseRef, StopReason
 from runtime.core.statemachine import Event, transition
 from runtime.errors import FencingTokenError

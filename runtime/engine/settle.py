@@ -9,7 +9,7 @@ does not fit freezes the run for review with the receipt kept in full.
 
 from __future__ import annotations
 
-from runtime.decisions.approval_checks import receipt_trust_problem
+from runtime.checkpoints.approval_checks import receipt_trust_problem
 from runtime.core.checkpoint import ExecutedWrite, Receipt, StopReason
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.idempotency import compare_receipts

@@ -19,7 +19,7 @@ from runtime.errors import MarkPendingError
 from runtime.ownership.leases import lease_release
 from runtime.planners.base import planner_state_check
 from runtime.planners.factory import build_planner
-from runtime.plugins.pins import plugin_pins
+from runtime.taskspec.plugin_pins import plugin_pins
 from runtime.checkpoints.session import default_worker_id, store_observation
 from runtime.taskspec import load_task_spec, scenario_fingerprint
 

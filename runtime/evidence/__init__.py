@@ -1,7 +1,7 @@
-"""The evidence a run leaves: the hash-chained trace, attachments and signed bundles (DESIGN.md sections 3 and 4.8).
+"""The evidence a run leaves as it goes: the hash-chained trace and attachments (DESIGN.md sections 1 and 3).
 
 :mod:`runtime.evidence.trace` (append-only, hash-chained events), :mod:`runtime.evidence.attachments`
-(content-addressed files), :mod:`runtime.evidence.bundles` (export of one signed JSON bundle),
-:mod:`runtime.evidence.bundle_verification` (offline verification with public keys only) and
-:mod:`runtime.evidence.search_terms` (what content search reads, recorded with each intent).
+(content-addressed files) and :mod:`runtime.evidence.search_terms` (what content search reads,
+recorded with each intent). Exporting and verifying a whole run's evidence is
+:mod:`runtime.bundles`.
 """

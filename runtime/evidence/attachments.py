@@ -17,7 +17,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import router
 
-from runtime.checkpoints.statements import compiled_insert, compiled_rows
+from runtime.database.statements import compiled_insert, compiled_rows
 from runtime.core.canonical import check_digest, digest_bytes
 from runtime.errors import AttachmentError, DigestFormatError
 from runtime.models import Attachment

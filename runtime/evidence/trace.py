@@ -33,7 +33,7 @@ from django.db import router, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from runtime.checkpoints.statements import compiled_insert, compiled_rows, compiled_update
+from runtime.database.statements import compiled_insert, compiled_rows, compiled_update
 from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.errors import RunNotFoundError, TraceChainError
 from runtime.observability.metrics import metrics_events_count, metrics_labels_remember

@@ -1,7 +1,6 @@
 """Who may advance a run and write to an environment (DESIGN.md section 4, Ownership).
 
 :mod:`runtime.ownership.leases` (run leases, judged by the database clock),
-:mod:`runtime.ownership.heartbeats` (keeping a lease through one long call),
-:mod:`runtime.ownership.environments` (one fencing-token counter per environment instance) and
-:mod:`runtime.ownership.db_clock` (the one clock every expiry is judged by).
+:mod:`runtime.ownership.heartbeats` (keeping a lease through one long call) and
+:mod:`runtime.ownership.environments` (one fencing-token counter per environment instance).
 """

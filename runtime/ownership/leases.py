@@ -28,7 +28,7 @@ from django.db import models, router, transaction
 from django.db.models import ExpressionWrapper, Q
 from django.db.models.functions import Now
 
-from runtime.checkpoints.statements import compiled_rows
+from runtime.database.statements import compiled_rows
 from runtime.ownership.environments import environment_fence_next_txn
 from runtime.errors import LeaseHeldError, LeaseLostError, RunNotFoundError
 from runtime.models import Run

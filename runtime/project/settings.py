@@ -202,7 +202,7 @@ def _hwm_database(main: dict[str, Any]) -> dict[str, Any]:
 
 
 DATABASES["hwm"] = _hwm_database(DATABASES["default"])
-DATABASE_ROUTERS = ["runtime.project.routers.HighWaterMarkRouter"]
+DATABASE_ROUTERS = ["runtime.database.routers.HighWaterMarkRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True

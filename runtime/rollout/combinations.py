@@ -3,7 +3,7 @@
 
 A combination is everything a run's decisions depend on: the task scope, the spec's model,
 prompt, rules and tool-schema versions and input fingerprints, Ratchet's code version, and the
-identity and code digest of every plug-in (``runtime.plugins.pins``). Its id is the digest of
+identity and code digest of every plug-in (``runtime.taskspec.plugin_pins``). Its id is the digest of
 those fields. States: ``canary`` (receives ``share`` of new runs of its scope), ``active`` (the
 rest), ``retired`` (replaced by a promotion), ``rolled_back`` (stopped for cause). In-flight runs
 keep the combination they were pinned to: a worker only takes runs of the combinations it
@@ -36,7 +36,7 @@ from runtime.models import (
     TraceEvent,
 )
 from runtime.rollout.pending_effects import IN_FLIGHT_PHASES, pending_keys_by_run
-from runtime.plugins.pins import plugin_pins
+from runtime.taskspec.plugin_pins import plugin_pins
 from runtime.taskspec import load_task_spec
 from runtime.evidence.trace import trace_append
 
@@ -51,7 +51,7 @@ def combination_fields(*, tenant_id: str, task_id: str, versions: Mapping[str, A
 
     Args:
         tenant_id, task_id: the scope; versions: the spec's ``[versions]`` (model, prompt,
-            rules, tool_schema, inputs); plugins: ``runtime.plugins.pins.plugin_pins(spec)``.
+            rules, tool_schema, inputs); plugins: ``runtime.taskspec.plugin_pins.plugin_pins(spec)``.
     """
     try:
         code_version = importlib.metadata.version("ratchet")

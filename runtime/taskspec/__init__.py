@@ -6,7 +6,7 @@ The curated surface of the package; the modules below never import it back:
   plug-in's options by the model the plug-in declares (DESIGN.md section 5.10);
 * :mod:`runtime.taskspec.builtin_options` -- the options models of Ratchet's own plug-ins;
 * :mod:`runtime.taskspec.loading` -- :func:`load_task_spec`: a TOML file to a spec, with errors
-  naming each bad field by its TOML path (:mod:`runtime.taskspec.validation_errors`);
+  naming each bad field by its TOML path (:mod:`runtime.plugins.validation_errors`);
 * :mod:`runtime.taskspec.paths` -- safe relative paths and ``allowed_paths`` globs;
 * :mod:`runtime.taskspec.policy` -- :func:`policy_check` and :func:`needs_approval` (DESIGN.md
   section 6);

@@ -26,12 +26,9 @@ from pydantic import (
 )
 
 from runtime.core.checkpoint import Risk
+from runtime.plugins.options import NoOptions
 from runtime.taskspec.models import MAX_LAST_COMMITS, Ident, RiskName, Spec, unique
 from runtime.taskspec.paths import RelPath, spec_path_problem
-
-
-class NoOptions(Spec):
-    """A plug-in that takes no options: any field given is reported as unknown."""
 
 
 class ScriptedStep(Spec):

@@ -32,7 +32,8 @@ from runtime.errors import PluginError, PluginLoadError, PluginNotFoundError, Ta
 from runtime.plugins.registry import ADAPTERS, ENTRY_RE, PLANNERS, PYTHON_KIND, VERIFIERS, LoadedPlugin, plugin_load
 from runtime.taskspec.paths import GlobPattern
 from runtime.taskspec.planned_actions import planned_action_lines
-from runtime.taskspec.validation_errors import error_lines, render_lines
+from runtime.plugins.options import StrictOptions
+from runtime.plugins.validation_errors import error_lines, render_lines
 
 TASK_SPEC_SCHEMA_VERSION = 1
 """Version of the task spec format this code reads; hashed into every scenario fingerprint."""
@@ -45,10 +46,9 @@ RiskName = Annotated[Risk, Field(strict=False)]
 """A risk level; TOML gives the string ("low", "medium", "high"), the model holds the enum."""
 
 
-class Spec(BaseModel):
-    """Base: unknown fields rejected, strict types (a TOML string is never taken as a number)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class Spec(StrictOptions):
+    """Base of the task spec's models: unknown fields rejected, strict types (a TOML string is
+    never taken as a number), frozen; the same rules as every plug-in's options."""
 
 
 def unique(values: list[Any]) -> list[Any]:

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from runtime.plugins.registry import LoadedPlugin
-from runtime.taskspec.validation_errors import error_lines
+from runtime.plugins.validation_errors import error_lines
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,9 @@ Framework-free: nothing here imports Django.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -47,6 +45,11 @@ from runtime.taskspec import (
     TreeEqualsSourceVerifier,
     spec_plugin,
 )
+from runtime.verifiers.base import (
+    VerifierContext,
+    VerifierOutcome,
+    outcome_with_output,
+)
 
 if TYPE_CHECKING:
     from runtime.adapters.base import Observation
@@ -55,77 +58,10 @@ MAX_DETAIL_ITEMS = 5
 """How many mismatching paths a detail message lists before summarising."""
 
 
-MAX_DETAIL_CHARS = 4000
-"""The longest detail a checkpoint's ``VerifierResult`` keeps."""
-
-OUTPUT_RE = re.compile(r"\boutput (sha256:[0-9a-f]{64})\b")
-"""How a verdict's detail names its output attachment: ``output sha256:<hex>``."""
-
-
-@dataclass(frozen=True)
-class VerifierOutcome:
-    """A verdict and a short human-readable reason (at most a few hundred characters).
-
-    ``output_digest``: the ``sha256:`` digest of an attachment holding what the verifier saw (a
-    command's combined output), or None. :func:`verify` makes the detail name it
-    (``output sha256:...``), so the signed ``VerifierResult`` binds it to the version.
-    """
-
-    passed: bool
-    detail: str
-    output_digest: str | None = None
-
-
-def verifier_output_digest(text: str) -> str | None:
-    """The output attachment a verdict's detail (or a stop detail) names, or None."""
-    found = OUTPUT_RE.search(text or "")
-    return found.group(1) if found else None
-
-
-def _with_output(outcome: VerifierOutcome) -> VerifierOutcome:
-    """The outcome with a detail of at most :data:`MAX_DETAIL_CHARS` that names its output."""
-    digest = outcome.output_digest
-    if digest is None or verifier_output_digest(outcome.detail[:MAX_DETAIL_CHARS]) == digest:
-        return outcome
-    tail = f" (output {digest})"
-    return VerifierOutcome(outcome.passed, outcome.detail[: MAX_DETAIL_CHARS - len(tail)] + tail, digest)
-
-
 def _listing(items: list[str]) -> str:
     shown = ", ".join(items[:MAX_DETAIL_ITEMS])
     more = len(items) - MAX_DETAIL_ITEMS
     return shown + (f" and {more} more" if more > 0 else "")
-
-
-@dataclass(frozen=True)
-class VerifierContext:
-    """What a verifier plug-in is constructed with, beside its options.
-
-    Attributes:
-        spec: the run's task spec (a verifier may compare with what the planner was given).
-        base_dir: resolves relative paths of the spec (None for a hand-built spec).
-        put_blob: stores bytes as a content-addressed attachment and returns its ``sha256:``
-            digest; the engine's stores the row with the checkpoint that records the verdict
-            (None outside the engine).
-    """
-
-    spec: TaskSpec
-    base_dir: Path | None = None
-    put_blob: Callable[[bytes], str] | None = None
-
-
-class Verifier(Protocol):
-    """What the engine needs of a verifier plug-in (DESIGN.md section 5.10)."""
-
-    def verify(self, *, observation: Observation, target: Path,
-               planner_state: Mapping[str, Any] | None) -> VerifierOutcome:
-        """The verdict for ``target`` as observed in ``observation`` (read-only).
-
-        Raises:
-            VerifierError: what it compares against cannot be reached (retryable); any other
-                exception becomes :class:`PluginFailedError`.
-        """
-        ...
 
 
 def _source_tip(spec: TaskSpec, planner_state: Mapping[str, Any] | None,
@@ -307,4 +243,4 @@ def verify(
     if not isinstance(outcome, VerifierOutcome):
         raise PluginFailedError(f"verifier {spec.verifier.kind!r} returned {type(outcome).__name__}, "
                                 "not a VerifierOutcome", group=VERIFIERS, plugin=spec.verifier.kind)
-    return _with_output(outcome)
+    return outcome_with_output(outcome)

@@ -47,7 +47,7 @@ from runtime.errors import (
 )
 from runtime.plugins.registry import VERIFIERS
 from runtime.taskspec.models import Spec, unique
-from runtime.verifiers.builtin import VerifierContext, VerifierOutcome
+from runtime.verifiers.base import VerifierContext, VerifierOutcome
 
 if TYPE_CHECKING:
     from runtime.adapters.base import Observation

@@ -2,7 +2,7 @@
 
 Services that make a run live again (an approval, a reviewer's replan, an operator's cancel) or
 create one call :func:`run_enqueue`. The message is sent by the task's registered name through
-the project's Celery app, so the services need not import the task module (which imports the
+the project's Celery app (:func:`project_app`), so the services need not import the task module (which imports the
 engine that drives the run): ``runtime.workers.tasks`` defines ``ratchet.advance_run``, this module only
 addresses it. Messages carry only ids (DESIGN.md section 4).
 
@@ -14,13 +14,36 @@ consumed only by workers started with ``manage.py worker --combinations ID``.
 
 from __future__ import annotations
 
+from celery import Celery
 from django.conf import settings
 from django.db import transaction
 
-from runtime.project.celery import app
+from celery import current_app
+from runtime.errors import ConfigurationError
 from runtime.rollout.combinations import combination_of_run, combination_queue
 
 ADVANCE_RUN_TASK = "ratchet.advance_run"
+PROJECT_APP_NAME = "runtime"
+"""The ``main`` name of the project's Celery app (``runtime.project.celery``)."""
+
+
+def project_app() -> Celery:
+    """The project's Celery app, as the current app of this process.
+
+    The runtime app never imports the project package (the project wires the apps together, not
+    the other way round); ``runtime.project`` makes its app current when it is imported, which
+    every process configured with the project's settings does. A process whose current app is
+    another one (Celery's unconfigured default would publish to a broker nobody set) fails here.
+
+    Raises:
+        ConfigurationError: the current Celery app is not the project's.
+    """
+    app = current_app._get_current_object()
+    if app.main != PROJECT_APP_NAME:
+        raise ConfigurationError(
+            f"the current Celery app is {app.main!r}, not the project's {PROJECT_APP_NAME!r}: load "
+            "the settings module runtime.project.settings (or one that imports it) before queueing runs")
+    return app
 """The registered name of the task that drives a run (``runtime.workers.tasks.advance_run``)."""
 
 
@@ -40,7 +63,7 @@ def run_enqueue(*, run_id: str) -> None:
     """
 
     def publish_advance_run() -> None:
-        app.send_task(ADVANCE_RUN_TASK, args=(run_id,), ignore_result=True, **run_route(run_id=run_id))
+        project_app().send_task(ADVANCE_RUN_TASK, args=(run_id,), ignore_result=True, **run_route(run_id=run_id))
 
     transaction.on_commit(publish_advance_run, robust=True)
 

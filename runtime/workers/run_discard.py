@@ -55,7 +55,7 @@ from runtime.models import (
     Run,
     TraceEvent,
 )
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 
 logger = logging.getLogger("runtime.workers.run_discard")
 

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from runtime.decisions.approval_checks import approval_problem
+from runtime.checkpoints.approval_checks import approval_problem
 from runtime.decisions.approvals import approval_grant
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger

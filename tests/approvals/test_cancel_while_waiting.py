@@ -3,7 +3,7 @@
 import pytest
 
 from runtime.checkpoints.protocol import checkpoint_verify
-from runtime.engine import run_request_cancel
+from runtime.decisions.cancellation import run_request_cancel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ import time_machine
 
 from runtime.decisions.approvals import approval_grant
 from runtime.core.checkpoint import StopReason
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.engine import run_advance
 from runtime.errors import ApprovalTtlError
 from tests.helpers.procs import run_manage, wait_for

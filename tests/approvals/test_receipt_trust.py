@@ -11,7 +11,7 @@ from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.core.evidence import approval_digest, approval_sign
 from runtime.core.signing import TrustRoot
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.engine import run_advance
 from runtime.keys import signer_for
 from runtime.models import Run, TraceEvent

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from runtime.evidence.bundle_verification import bundle_verify
+from runtime.bundles.verification import bundle_verify
 from runtime.core.signing import TrustRoot
 from runtime.keys import keyring_for
 from runtime.models import ReviewCase, Run

@@ -10,14 +10,14 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from runtime.decisions.approval_checks import evidence_findings
-from runtime.evidence.bundle_verification import bundle_verify
-from runtime.evidence.bundles import bundle_export, bundle_sign
+from runtime.checkpoints.approval_checks import evidence_findings
+from runtime.bundles.verification import bundle_verify
+from runtime.bundles.export import bundle_export, bundle_sign
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import SignedDecision
 from runtime.core.evidence import decision_sign
 from runtime.core.signing import TrustRoot
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.errors import DecisionExpiredError
 from runtime.keys import signer_for
 from runtime.models import TraceEvent

@@ -10,7 +10,7 @@ import time_machine
 
 from runtime.core.evidence import decision_sign
 from runtime.core.signing import TrustRoot
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.keys import signer_for
 from runtime.decisions.reviews import case_decide, decision_prepare
 from tests.helpers.procs import wait_for

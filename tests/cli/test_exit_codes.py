@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runtime.engine import run_request_cancel
+from runtime.decisions.cancellation import run_request_cancel
 from runtime.decisions.verdicts import RunExit
 from tests.engine.support import run_target, write_scripted_task
 from tests.helpers.procs import run_manage

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-import runtime.rollout.regress
+import runtime.regression.replay
 from runtime.rollout.combinations import combination_of_run, combination_register
 from runtime.engine import run_start
 from runtime.models import RegressRecord
@@ -36,7 +36,7 @@ def test_it_registers_regresses_and_shows_a_combination(tmp_path: Path) -> None:
     assert combination_of_run(run_id=run_id).combination_id == combination_id
     assert regressed.returncode == 0, regressed.stderr
     assert [line.split()[:2] for line in regressed.stdout.splitlines()[1:]] == [
-        [g, "pass"] for g in runtime.rollout.regress.GROUPS]
+        [g, "pass"] for g in runtime.regression.replay.GROUPS]
     assert RegressRecord.objects.get(combination_id=combination_id).passed
     assert "registered by ops: first deploy" in shown.stdout and "regress.passed" in shown.stdout
     assert f"in flight: {run_id}" in shown.stdout
@@ -49,11 +49,11 @@ def test_it_exits_non_zero_and_records_a_failure_on_a_mismatch(tmp_path: Path, m
     fields = dict(combination_of_run(run_id=first).fields, code_version="next")
     canary = combination_register(fields=fields, actor="ops", reason="next build").combination_id
     fixtures = tmp_path / "fixtures"
-    shutil.copytree(runtime.rollout.regress.FIXTURES, fixtures)
+    shutil.copytree(runtime.regression.replay.FIXTURES, fixtures)
     normal = json.loads((fixtures / "normal.json").read_text())
     normal["output"]["writes"] = 4
     (fixtures / "normal.json").write_text(json.dumps(normal))
-    monkeypatch.setattr(runtime.rollout.regress, "FIXTURES", fixtures)
+    monkeypatch.setattr(runtime.regression.replay, "FIXTURES", fixtures)
 
     with pytest.raises(CommandError) as failed:
         call_command("regress", canary, "--group", "normal")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from runtime.evidence.bundles import bundle_export
+from runtime.bundles.export import bundle_export
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.rollout.combinations import combination_get, combination_of_run, combination_register
 from runtime.engine import run_advance, run_start

@@ -21,7 +21,7 @@ from runtime.checkpoints.protocol import checkpoint_restore
 from runtime.core.checkpoint import Action, VersionSet
 from runtime.models import Run, TraceEvent
 from runtime.planners.git_history.planner import GitHistoryPlanner
-from runtime.rollout.regress_sources import hanging_git_install
+from runtime.regression.sources import hanging_git_install
 from runtime.checkpoints.session import _InitialObservation
 from runtime.taskspec import TaskSpec, scenario_fingerprint
 from tests.planners.gitrepo import BlobStore, git, observation
@@ -310,7 +310,7 @@ def outside_commit(repo: Path, message: str, *, all_tracked: bool = False) -> st
 # --- a git that hangs -----------------------------------------------------------------------
 
 def install_hanging_git(directory: Path, *, limit: int, after_update: bool) -> Path:
-    """The git wrapper of ``runtime.rollout.regress_sources.hanging_git_install`` in ``directory``
+    """The git wrapper of ``runtime.regression.sources.hanging_git_install`` in ``directory``
     (prepend the returned directory to PATH)."""
     return hanging_git_install(directory, limit=limit, after_update=after_update)
 

@@ -16,7 +16,7 @@ from runtime.adapters.deadline import adapter_takes_deadline
 from runtime.adapters.factory import open_adapter
 from runtime.decisions.approvals import approval_grant, approval_refresh, approvals_waiting
 from runtime.core.checkpoint import StopReason
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.engine import run_advance, run_start
 from runtime.checkpoints.session import RunSession
 from tests.engine.legacy_plugin import LegacyWorkspace

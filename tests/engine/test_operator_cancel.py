@@ -16,7 +16,8 @@ import pytest
 
 from runtime.evidence.attachments import attachment_get
 from runtime.core.ledger import state_ledger
-from runtime.engine import run_advance, run_request_cancel, run_start
+from runtime.decisions.cancellation import run_request_cancel
+from runtime.engine import run_advance, run_start
 from runtime.models import Run
 from tests.engine.support import (
     journal_effects,

@@ -1,7 +1,7 @@
 """Story: five recorded runs replay to the same result on the current versions (DESIGN.md section 8).
 
-``runtime/rollout/regress_fixtures/<name>.json`` (product data: ``manage.py regress`` replays them
-against a combination, ``runtime.rollout.regress``) each hold one run, recorded from a real run:
+``runtime/regression/fixtures/<name>.json`` (product data: ``manage.py regress`` replays them
+against a combination, ``runtime.regression.replay``) each hold one run, recorded from a real run:
 
 * ``input``: the task spec (TOML text), the source history it needs, and the scenario -- the
   engine calls and the faults injected between them;
@@ -32,8 +32,8 @@ from typing import Any
 
 import pytest
 
-from runtime.rollout.regress import FIXTURES as REGRESS_FIXTURES
-from runtime.rollout.regress import regress_observe, regress_play
+from runtime.regression.replay import FIXTURES as REGRESS_FIXTURES
+from runtime.regression.replay import regress_observe, regress_play
 from tests.engine.support import (
     REPLAY_TASK,
     SOURCE_COMMITS,

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from runtime.decisions.approvals import approval_grant
-from runtime.evidence.bundle_verification import bundle_verify
-from runtime.evidence.bundles import bundle_export, bundle_sign
+from runtime.bundles.verification import bundle_verify
+from runtime.bundles.export import bundle_export, bundle_sign
 from runtime.core.signing import Keyring, SecretKey, TrustRoot, parse_keyring_spec
 from runtime.engine import run_advance
 from runtime.keys import signer_for

@@ -9,8 +9,8 @@ import stat
 import pytest
 
 from runtime.decisions.approvals import approval_grant, approvals_waiting
-from runtime.evidence.bundle_verification import bundle_verify
-from runtime.evidence.bundles import bundle_export
+from runtime.bundles.verification import bundle_verify
+from runtime.bundles.export import bundle_export
 from runtime.core.signing import PublicKey, SecretKey, TrustRoot
 from runtime.engine import run_advance, run_start
 from runtime.errors import KeyringError

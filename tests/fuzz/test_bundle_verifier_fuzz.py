@@ -20,7 +20,7 @@ from django.core.management import CommandError, call_command
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from runtime.evidence.bundle_verification import bundle_load
+from runtime.bundles.verification import bundle_load
 from runtime.core.signing import TrustRoot
 from runtime.errors import BundleFormatError
 from runtime.keys import keyring_for

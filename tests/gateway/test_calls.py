@@ -3,7 +3,7 @@
 import pytest
 
 from runtime.decisions.approvals import approval_grant, approvals_waiting
-from runtime.engine import run_request_cancel
+from runtime.decisions.cancellation import run_request_cancel
 from runtime.errors import (
     GatewayCallConflictError,
     GatewayInputError,

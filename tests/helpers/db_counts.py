@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 

@@ -17,7 +17,7 @@ import runtime.rollout.admission
 import runtime.rollout.admission_thresholds
 import runtime.decisions.approvals
 import runtime.rollout.combinations
-import runtime.engine
+import runtime.decisions.cancellation
 import runtime.decisions.reviews
 from review.forms import binding_token
 from review.permissions import Perm
@@ -186,7 +186,7 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
     monkeypatch.setattr(runtime.decisions.approvals, "approval_grant", grant)
     monkeypatch.setattr(runtime.decisions.approvals, "approval_refresh", grant)
     monkeypatch.setattr(runtime.decisions.approvals, "approval_deny", deny)
-    monkeypatch.setattr(runtime.engine, "run_request_cancel",
+    monkeypatch.setattr(runtime.decisions.cancellation, "run_request_cancel",
                         lambda **kw: calls.append(("cancel", kw)))
     monkeypatch.setattr(runtime.decisions.reviews, "decision_sign_for", sign)
     monkeypatch.setattr(runtime.decisions.reviews, "case_decide", decide)

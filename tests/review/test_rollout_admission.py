@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from review.scope import scope_set
 from runtime.rollout.admission import admission_check, admission_decision_verify, admission_state
-from runtime.evidence.bundles import bundle_export
+from runtime.bundles.export import bundle_export
 from runtime.errors import AdmissionClosedError
 from runtime.models import AdmissionClosing, AdmissionDecision, AdmissionThreshold, AdmissionThresholdChange
 from runtime.evidence.trace import trace_append

@@ -1,7 +1,7 @@
 """Story: the commit and restore paths' INSERTs, DELETE and SELECTs are compiled once and refilled,
 and do exactly what the query API would (DESIGN.md section 4.3).
 
-``runtime.checkpoints.statements`` caches the SQL the ORM writes for the statements every checkpoint
+``runtime.database.statements`` caches the SQL the ORM writes for the statements every checkpoint
 advance and restore runs. These check, on real rows of a real run, that a refilled INSERT stores
 what ``bulk_create`` stores (database defaults included, a duplicate ignored only when asked),
 that a refilled SELECT returns the values the ORM returns (converted: datetimes, JSON), and that a
@@ -14,7 +14,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.utils import timezone
 
-from runtime.checkpoints.statements import compiled_delete, compiled_insert, compiled_rows
+from runtime.database.statements import compiled_delete, compiled_insert, compiled_rows
 from runtime.models import Checkpoint, LedgerEntry, Run, TraceEvent
 
 pytestmark = pytest.mark.django_db

@@ -1,7 +1,7 @@
 """Story: the commit path's UPDATEs are compiled once and refilled, never misfilled (DESIGN.md
 section 4.3).
 
-``runtime.checkpoints.statements`` caches the SQL the query API writes and fills in new values; these
+``runtime.database.statements`` caches the SQL the query API writes and fills in new values; these
 check that the refilled statement hits exactly the row the query API would, with other values,
 and that a shape whose values the compiler does not pass as parameters is never cached.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.checkpoints.statements import compiled_update
+from runtime.database.statements import compiled_update
 from runtime.models import HighWaterMark
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 
 pytestmark = pytest.mark.django_db
 

@@ -30,7 +30,7 @@ from runtime.checkpoints.high_water_marks import hwm_advance
 from runtime.ownership.leases import lease_acquire
 from runtime.checkpoints.mark_completion import hwm_committed
 from runtime.models import Checkpoint, HighWaterMark, Run
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 from tests.factories import scenario_fingerprint
 from tests.runtime.conftest import advance
 

@@ -31,7 +31,7 @@ from runtime.errors import (
 )
 from runtime.keys import keyring_for
 from runtime.models import Checkpoint, HighWaterMark
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 from tests.factories import scenario_fingerprint
 from tests.helpers.keys import make_test_key
 from tests.helpers.procs import child_env, run_worker

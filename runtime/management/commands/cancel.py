@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.engine import run_request_cancel
+from runtime.decisions.cancellation import run_request_cancel
 from runtime.errors import RatchetError
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.decisions.approval_checks import evidence_findings
+from runtime.checkpoints.approval_checks import evidence_findings
 from runtime.checkpoints.reports import CheckpointReport, checkpoint_inspect
 from runtime.checkpoints.protocol import checkpoint_hwm, checkpoint_verify
 from runtime.errors import RatchetError

@@ -1,6 +1,6 @@
 """``manage.py export_bundle RUN_ID [--out FILE]``: write a run's signed evidence bundle (JSON).
 
-The bundle (``runtime.evidence.bundles``) holds the committed checkpoint envelope and every stored one, the
+The bundle (``runtime.bundles.export``) holds the committed checkpoint envelope and every stored one, the
 high-water mark, the whole hash-chained trace, the receipts and the review cases with their signed
 decisions, signed under the checkpoint trust root. ``manage.py verify_bundle FILE`` checks it
 offline. A run whose committed checkpoint or trace chain does not verify gets no bundle (the
@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.evidence.bundles import bundle_export
+from runtime.bundles.export import bundle_export
 from runtime.errors import RatchetError
 
 

@@ -10,7 +10,7 @@ from django.core.management.commands.migrate import Command as DjangoMigrate
 from django.db import DEFAULT_DB_ALIAS
 
 from runtime.checkpoints.high_water_marks import hwm_adopt_from_main
-from runtime.project.routers import hwm_alias
+from runtime.database.routers import hwm_alias
 
 
 class Command(DjangoMigrate):

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
-from runtime.rollout.regress import GROUPS, regress_run
+from runtime.regression.replay import GROUPS, regress_run
 
 
 class Command(BaseCommand):

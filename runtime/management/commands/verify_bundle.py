@@ -4,7 +4,7 @@ Needs no database and no secret: only public keys, from ``--public-keys FILE`` (
 ``manage.py keys export-public``) or the configuration (environment or the key file named by
 ``RATCHET_KEY_FILE``; never created here). When the checkpoint key is configured too (and no
 ``--public-keys`` is given), every envelope's HMAC is checked as well. Exits 0 printing ``bundle
-verifies``, otherwise exits 1 listing every finding (``runtime.evidence.bundle_verification.bundle_verify``):
+verifies``, otherwise exits 1 listing every finding (``runtime.bundles.verification.bundle_verify``):
 export signature, each checkpoint envelope, every approval and decision signature inside, the
 committed envelope against the high-water mark, the trace hash chain and its time order, the
 receipt fingerprints (DESIGN.md section 4.8).
@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.evidence.bundle_verification import bundle_load, bundle_trust, bundle_verify
+from runtime.bundles.verification import bundle_load, bundle_trust, bundle_verify
 from runtime.core.signing import TrustRoot
 from runtime.errors import KeyringError, RatchetError
 from runtime.keys import keyring_for

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.verifiers.builtin import VerifierOutcome
+from runtime.verifiers import VerifierOutcome
 
 
 class NotesPresent:

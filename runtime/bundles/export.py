@@ -18,7 +18,7 @@ signature covers ``canonical_json({"purpose": "ratchet-evidence-bundle/1", "bund
 but "signature">})``, so it can never pass as any other signature.
 
 Offline verification, which needs only public keys (export, approval, reviewer), is
-``runtime.evidence.bundle_verification`` (DESIGN.md section 4.8: evidence an admin can hand to someone who
+``runtime.bundles.verification`` (DESIGN.md section 4.8: evidence an admin can hand to someone who
 does not trust the dashboard and holds no secret).
 """
 

@@ -8,7 +8,7 @@ checkpoint key), checks the committed envelope against the recorded HWM, verifie
 and reviewer decision inside every checkpoint, case and trace event with the public keys,
 recomputes the trace hash chain with ``runtime.evidence.trace.event_hash`` up to the recorded head, checks
 that the trace's times never go backwards, and re-derives every receipt fingerprint. Anything that
-fails is a *finding*; an empty list means the bundle verifies. The format is ``runtime.evidence.bundles``.
+fails is a *finding*; an empty list means the bundle verifies. The format is ``runtime.bundles.export``.
 
 Over 400 lines: each check is short, and they share the one bundle walk.
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runtime.evidence.bundles import BUNDLE_PURPOSE, bundle_signed_message
+from runtime.bundles.export import BUNDLE_PURPOSE, bundle_signed_message
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import SCHEMA_VERSION, ApprovalEvidence, LedgerHead, Receipt, SignedDecision
 from runtime.core.envelope import CheckpointEnvelope, open_envelope

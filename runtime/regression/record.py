@@ -16,7 +16,7 @@ from runtime.checkpoints.checks import Restored
 from runtime.checkpoints.protocol import checkpoint_restore
 from runtime.core.checkpoint import VersionSet
 from runtime.models import Run
-from runtime.rollout.regress_sources import regress_git
+from runtime.regression.sources import regress_git
 from runtime.taskspec import TaskSpec, scenario_fingerprint
 
 _FIELDS = ("cursor", "intent_digest", "requires_approval", "reason", "passed", "attempts", "keys",

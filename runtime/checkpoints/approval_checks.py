@@ -29,7 +29,7 @@ from runtime.core.evidence import (
 from runtime.core.ledger import state_ledger
 from runtime.core.passkey_evidence import state_passkey_findings
 from runtime.core.signing import TrustRoot
-from runtime.ownership.db_clock import db_now
+from runtime.database.clock import db_now
 from runtime.errors import BadSignatureError
 from runtime.keys import keyring_for, reviewer_names
 

@@ -1,6 +1,6 @@
 """Regression fixtures: replay the five recorded runs against a combination (DESIGN.md section 8.5).
 
-``runtime/rollout/regress_fixtures/<name>.json`` each hold one run, recorded from a real run: ``input``
+``runtime/regression/fixtures/<name>.json`` each hold one run, recorded from a real run: ``input``
 (task spec text, the source history it needs, the scenario of engine calls and injected faults),
 ``output`` (final phase, stop reason, writes, verdicts, what is left pending, review cases),
 ``tool_trace`` (the trace event by event, fields that do not depend on the run id, the clock or a
@@ -28,14 +28,15 @@ from runtime.evidence.attachments import attachment_get
 from runtime.rollout.combinations import combination_get, combination_regress_record
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
-from runtime.engine import run_advance, run_request_cancel, run_start
+from runtime.decisions.cancellation import run_request_cancel
+from runtime.engine import run_advance, run_start
 from runtime.errors import CombinationStateError, ConfigurationError
 from runtime.models import Run, TraceEvent
-from runtime.plugins.pins import plugin_code_digest
-from runtime.rollout.regress_record import regress_restore, regress_side_effects, run_adapter_open, trace_entry
-from runtime.rollout.regress_sources import hanging_git, small_history_build
+from runtime.taskspec.plugin_pins import plugin_code_digest
+from runtime.regression.record import regress_restore, regress_side_effects, run_adapter_open, trace_entry
+from runtime.regression.sources import hanging_git, small_history_build
 
-FIXTURES = Path(__file__).resolve().parent / "regress_fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GROUPS = ("normal", "rejected", "timed_out", "cancelled", "duplicate_request")
 COMPARED = ("output", "tool_trace", "side_effects")
 
