@@ -20,6 +20,21 @@ the README's "Layout" section describes, and say exactly which line breaks it:
        Over 400 lines: one state machine table and its checks read best in one place.
 
    The count is physical lines of the file, as ``wc -l`` counts them.
+4. **Layers between folders** (``runtime/DESIGN.md`` Overview, "where to start reading"):
+
+   * no loop between folders: a *folder* is ``runtime.<name>`` or ``review.<name>`` with all
+     it contains, and one folder importing another that imports it back (through any chain) is
+     a loop even when no two modules form a circle;
+   * the adapters (``runtime.adapters``) import nothing of Django and, of Ratchet, only the
+     framework-free core, the errors and the plug-in registry: never the engine, a store or a
+     model;
+   * the runtime app imports nothing from ``review``; only the project package
+     (``runtime.project``, which wires the apps together) does;
+   * no module of the apps imports the project package, except ``runtime/__init__.py``, which
+     gives ``celery -A runtime`` the project's Celery app;
+   * ``review`` reads what a receipt's write left through the adapter-neutral interface
+     (``runtime.adapters.readback`` and its types in ``runtime.adapters.landed``), never an
+     adapter's own modules.
 """
 
 from __future__ import annotations
@@ -37,6 +52,10 @@ MAX_LINES = 400
 REASON_PREFIX = "Over 400 lines:"
 FRAMEWORK_FREE = "runtime.core"
 FORBIDDEN = "django"
+PROJECT = "runtime.project"
+ADAPTERS = "runtime.adapters"
+ADAPTERS_MAY_IMPORT = ("runtime.core", "runtime.errors", "runtime.plugins", ADAPTERS)
+REVIEW_MAY_READ_ADAPTERS = ("runtime.adapters.readback", "runtime.adapters.landed")
 
 
 @pytest.fixture(scope="module")
@@ -224,3 +243,93 @@ def test_it_keeps_modules_under_400_lines_or_says_why():
         f"modules over {MAX_LINES} lines without a '{REASON_PREFIX} <reason>' line in their module "
         "docstring (split them by concept, or say why they must stay whole):\n" + "\n".join(oversized)
     )
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _ours(graph: grimp.ImportGraph) -> list[str]:
+    return sorted(m for m in graph.modules if m.split(".")[0] in PACKAGES)
+
+
+def folder_of(module: str) -> str:
+    """The folder a module belongs to for the layer rule: ``runtime.checkpoints.session`` ->
+    ``runtime.checkpoints``; a module directly in ``runtime/`` or ``review/`` is its own folder."""
+    return ".".join(module.split(".")[:2])
+
+
+def folder_loops(graph: grimp.ImportGraph) -> list[str]:
+    """One report per loop between folders, with one import line for each folder edge in it."""
+    edges: dict[str, set[str]] = {}
+    witness: dict[tuple[str, str], tuple[str, str]] = {}
+    for module in _ours(graph):
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported.split(".")[0] not in PACKAGES:
+                continue
+            a, b = folder_of(module), folder_of(imported)
+            if a != b:
+                edges.setdefault(a, set()).add(b)
+                witness.setdefault((a, b), (module, imported))
+    nodes = set(edges) | {b for targets in edges.values() for b in targets}
+    reports = []
+    for component in strongly_connected_components(nodes, edges):
+        if len(component) < 2:
+            continue
+        members = set(component)
+        lines = [f"loop of {len(component)} folders: {', '.join(component)}"]
+        for a in component:
+            for b in sorted(edges.get(a, set()) & members):
+                lines.extend(_import_lines(graph, *witness[(a, b)]))
+        reports.append("\n".join(lines))
+    return reports
+
+
+def forbidden_imports(graph: grimp.ImportGraph) -> list[str]:
+    """Every import that breaks one of the folder rules of rule 4, with its line."""
+    found = []
+    for module in _ours(graph):
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            ours = imported.split(".")[0] in PACKAGES
+            if _inside(module, ADAPTERS):
+                if _inside(imported, FORBIDDEN) or (
+                        ours and not any(_inside(imported, p) for p in ADAPTERS_MAY_IMPORT)):
+                    found.append(("an adapter reaches past the core, errors and registry", module, imported))
+            if _inside(module, "runtime") and not _inside(module, PROJECT) and _inside(imported, "review"):
+                found.append(("the runtime app imports review", module, imported))
+            if (_inside(imported, PROJECT) and not _inside(module, PROJECT) and module != "runtime"):
+                found.append(("an app module imports the project package", module, imported))
+            if (_inside(module, "review") and _inside(imported, ADAPTERS)
+                    and not any(_inside(imported, p) for p in REVIEW_MAY_READ_ADAPTERS)):
+                found.append(("review reads an adapter's own module", module, imported))
+    return [f"{why}:\n" + "\n".join(_import_lines(graph, module, imported))
+            for why, module, imported in found]
+
+
+def test_it_finds_a_loop_between_folders_that_no_module_circle_shows(tmp_path, monkeypatch):
+    package = tmp_path / "layoutfold"
+    for folder in ("engine", "workers"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "engine" / "cancel.py").write_text("from layoutfold.workers.dispatch import enqueue\n")
+    (package / "workers" / "dispatch.py").write_text("enqueue = None\n")
+    (package / "workers" / "tasks.py").write_text("from layoutfold.engine.cancel import enqueue\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = grimp.build_graph("layoutfold", cache_dir=None)
+    monkeypatch.setattr(__import__(__name__, fromlist=["PACKAGES"]), "PACKAGES", ("layoutfold",))
+
+    loops = folder_loops(probe)
+
+    assert not import_circles(probe, packages=("layoutfold",), root=tmp_path)
+    assert len(loops) == 1 and "layoutfold.engine, layoutfold.workers" in loops[0]
+
+
+def test_it_has_no_loops_between_folders(graph):
+    loops = folder_loops(graph)
+    assert not loops, "loops between folders of runtime/ and review/:\n\n" + "\n\n".join(loops)
+
+
+def test_it_keeps_the_folder_rules(graph):
+    broken = forbidden_imports(graph)
+    assert not broken, "imports that break the folder rules:\n\n" + "\n\n".join(broken)

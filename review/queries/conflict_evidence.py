@@ -22,17 +22,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pygit2
-
 from review.queries.approvals import DiffLine, diff_lines
-from runtime.adapters.git.receipts import original_message
-from runtime.adapters.paths import check_relative_path
+from runtime.adapters.landed import FileRead, LandedEffect
+from runtime.adapters.readback import landed_effect
 from runtime.evidence.attachments import attachment_get
 from runtime.errors import RatchetError
 from runtime.models import Attachment, ReviewCase
@@ -45,9 +41,6 @@ MAX_FILES = 50
 
 MAX_DIFF_LINES = 400
 """Lines of one diff shown; the rest are counted."""
-
-WORKSPACE_RESERVED = (".ratchet",)
-
 
 @dataclass(frozen=True)
 class Content:
@@ -240,119 +233,42 @@ def _planned_changes(action: dict[str, Any]) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _blob_content(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str) -> Content:
-    if tree is None:
+def _landed_content(read: FileRead) -> Content:
+    """The display side of one file an adapter read back."""
+    if read.state == "bytes":
+        return _content(read.data)
+    if read.state == "absent":
         return Content("absent")
-    try:
-        entry = tree[path]
-    except KeyError:
-        return Content("absent")
-    obj = repo.get(entry.id)
-    if not isinstance(obj, pygit2.Blob):
-        return Content("unreadable", note=f"a {entry.type_str} in the tree, not a file")
-    if obj.size > MAX_CONTENT_BYTES:
-        return Content("too_large", size=obj.size, digest=f"git:{entry.id}")
-    return _content(obj.data)
+    if read.state == "too_large":
+        return Content("too_large", size=read.size, digest=read.digest)
+    return Content("unreadable", note=read.note)
 
 
-def _git_evidence(case: ReviewCase, root: Path, evidence: ConflictEvidence) -> ConflictEvidence:
-    action = (case.pending or {}).get("action") or {}
-    sha = ((case.receipt or {}).get("result") or {}).get("commit")
-    try:
-        repo = pygit2.Repository(str(root))
-        commit = repo.get(sha) if isinstance(sha, str) else None
-    except (pygit2.GitError, ValueError, KeyError) as exc:
-        evidence.error = f"the repository could not be read ({type(exc).__name__})"
+def _planned_side(op: str, digest: Any, before: FileRead | None) -> Content:
+    """What the intent plans for one path: the attachment it writes, nothing for a delete, and
+    for a path it does not touch, the content the write started from (where known)."""
+    if op == "write":
+        return _attachment_content(digest)
+    if op == "unchanged" and before is not None:
+        return _landed_content(before)
+    return Content("absent")
+
+
+def _file_evidence(action: dict[str, Any], landed: LandedEffect, evidence: ConflictEvidence) -> ConflictEvidence:
+    if landed.error:
+        evidence.error = landed.error
         return evidence
-    if not isinstance(commit, pygit2.Commit):
-        evidence.error = "the landed commit is not in the repository any more"
-        return evidence
-    try:
-        landed_message = original_message(commit.raw_message).decode("utf-8", "replace")
-    except ValueError:
-        landed_message = commit.raw_message.decode("utf-8", "replace")
-    planned_message = _git_planned_message(action)
-    evidence.planned_message, evidence.landed_message = planned_message, landed_message
-    evidence.message_diff, _ = _text_diff(landed_message, planned_message,
-                                          fromfile="landed message", tofile="planned message")
-    parent_tree = commit.parents[0].tree if commit.parents else None
-    landed_paths: dict[str, str] = {}
-    if parent_tree is not None:
-        diff = repo.diff(parent_tree, commit.tree)
-    else:
-        diff = commit.tree.diff_to_tree(swap=True)
-    for delta in diff.deltas:
-        landed_paths[delta.new_file.path or delta.old_file.path] = delta.status_char()
+    if landed.message is not None:
+        planned_message = _git_planned_message(action)
+        evidence.planned_message, evidence.landed_message = planned_message, landed.message
+        evidence.message_diff, _ = _text_diff(landed.message, planned_message,
+                                              fromfile="landed message", tofile="planned message")
     planned = _planned_changes(action)
-    paths = sorted(set(planned) | set(landed_paths))
-    labels = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed", "R": "renamed"}
-    for path in paths[:MAX_FILES]:
-        op, digest = planned.get(path, ("unchanged", None))
-        if op == "write":
-            planned_side = _attachment_content(digest)
-        elif op == "unchanged":
-            planned_side = _blob_content(repo, parent_tree, path)
-        else:
-            planned_side = Content("absent")
-        landed_op = labels.get(landed_paths.get(path, ""), "unchanged")
-        evidence.files.append(_compare(path, op, planned_side, landed_op,
-                                       _blob_content(repo, commit.tree, path)))
-    evidence.files_left_out = max(0, len(paths) - MAX_FILES)
-    return evidence
-
-
-def _read_confined(root: Path, path: str) -> Content:
-    """The file ``path`` under ``root``, read without following a symlink and only when it
-    resolves inside ``root``."""
-    try:
-        check_relative_path(path, reserved=WORKSPACE_RESERVED)
-    except RatchetError as exc:
-        return Content("unreadable", note=exc.message)
-    base = root.resolve()
-    full = base / path
-    try:
-        parent = full.parent.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return Content("absent")
-    if not parent.is_relative_to(base):
-        return Content("unreadable", note="the path leads outside the environment; not read")
-    try:
-        info = os.lstat(full)
-    except FileNotFoundError:
-        return Content("absent")
-    except OSError as exc:
-        return Content("unreadable", note=type(exc).__name__)
-    if stat.S_ISLNK(info.st_mode):
-        return Content("unreadable", note="a symbolic link; not followed")
-    if not stat.S_ISREG(info.st_mode):
-        return Content("unreadable", note="not a regular file")
-    if info.st_size > MAX_CONTENT_BYTES:
-        return Content("too_large", size=info.st_size)
-    try:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(MAX_CONTENT_BYTES + 1)
-    except OSError as exc:
-        return Content("unreadable", note=type(exc).__name__)
-    return _content(data)
-
-
-def _workspace_evidence(case: ReviewCase, root: Path,
-                        evidence: ConflictEvidence) -> ConflictEvidence:
-    action = (case.pending or {}).get("action") or {}
-    result = (case.receipt or {}).get("result") or {}
-    planned = _planned_changes(action)
-    for path in sorted(planned)[:MAX_FILES]:
-        op, digest = planned[path]
-        planned_side = _attachment_content(digest) if op == "write" else Content("absent")
-        on_disk = _read_confined(root, path)
-        landed_op = "on disk now"
-        if result.get("path") == path and on_disk.digest:
-            landed_op = ("on disk now: what the conflicting write left"
-                         if on_disk.digest == result.get("content")
-                         else "on disk now: changed again since the conflicting write")
-        evidence.files.append(_compare(path, op, planned_side, landed_op, on_disk))
-    evidence.files_left_out = max(0, len(planned) - MAX_FILES)
+    for file in landed.files:
+        op, digest = planned.get(file.path, ("unchanged", None))
+        evidence.files.append(_compare(file.path, op, _planned_side(op, digest, file.before), file.op,
+                                       _landed_content(file.landed)))
+    evidence.files_left_out = landed.files_left_out
     return evidence
 
 
@@ -376,10 +292,10 @@ def conflict_evidence(*, case: ReviewCase) -> ConflictEvidence:
                                        fromfile="receipt result", tofile="planned parameters")
     if root is None or not case.receipt:
         return evidence
-    if kind == "git":
-        evidence.kind = "git"
-        return _git_evidence(case, root, evidence)
-    if kind == "workspace":
-        evidence.kind = "workspace"
-        return _workspace_evidence(case, root, evidence)
-    return evidence
+    landed = landed_effect(adapter=kind, target=root, receipt=case.receipt,
+                           paths=sorted(_planned_changes(action)), max_bytes=MAX_CONTENT_BYTES,
+                           max_files=MAX_FILES)
+    if landed is None:
+        return evidence
+    evidence.kind = kind
+    return _file_evidence(action, landed, evidence)

@@ -12,8 +12,8 @@ Every recovery still open when a decisive event arrives is decided by it: a seco
 the next write does not decide anything, the run's next decisive event decides both. A recovery
 of a run that was already frozen (``needs_review`` before ``recovery.started``) has nothing to
 recover and succeeds when its ``recovery.succeeded`` is traced. Pure functions, shared by the
-trace scan (``runtime.observability.stats``) and the counters kept as events happen (``runtime.observability.metrics``), so
-the two can never disagree on the rule.
+trace scan (``runtime.observability.stats``) and the counters kept as events happen
+(``runtime.observability.metrics``), so the two can never disagree on the rule.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The SQL adapter: named statement templates against SQLite or PostgreSQL, receipts and fence in the target's own transaction (DESIGN.md section 5).
+"""The SQL adapter: named statement templates against SQLite or PostgreSQL (DESIGN.md section 5).
+
+Receipts and the fence live in the target's own transaction.
 
 Start at :mod:`runtime.adapters.sql.adapter`; :mod:`runtime.adapters.sql.options` (the plug-in's
 options), :mod:`runtime.adapters.sql.templates` (the named templates),

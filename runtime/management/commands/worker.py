@@ -61,8 +61,10 @@ class Command(BaseCommand):
                             help="do not embed the sweeper (another process runs `celery beat`)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from runtime.project.celery import app
         from runtime.rollout.combinations import combination_get, combination_queue
+        from runtime.workers.dispatch import project_app
+
+        app = project_app()
 
         queues = options["queues"] or settings.CELERY_TASK_DEFAULT_QUEUE
         if options["combinations"]:
