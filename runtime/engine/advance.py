@@ -50,7 +50,8 @@ class StepReport:
 def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None = None,
                 ttl_seconds: float | None = None, wait_seconds: float = 0.0,
                 on_step: Callable[[StepReport], None] | None = None,
-                reuse: Callable[..., RunSession | None] | None = None) -> StepReport:
+                reuse: Callable[..., RunSession | None] | None = None,
+                keep_going: Callable[[RunSession], bool] | None = None) -> StepReport:
     """Acquire the lease, restore, recover, and drive the run until it stops or ``max_steps``.
 
     Args:
@@ -64,6 +65,9 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
             taken; it may return a session this process restored earlier and proved still to be
             the committed head under ``lease`` (the gateway's session cache, DESIGN.md section
             5.12), which then skips restore and recovery; None restores as usual.
+        keep_going: asked before every step after the first; False ends the call with the lease
+            released and the run still live (a worker's time slice, DESIGN.md section 5.7).
+            The lease is renewed by the steps' own commits while it answers True.
 
     Returns:
         A :class:`StepReport`. A frozen run (needs_review, awaiting_approval) returns normally.
@@ -115,6 +119,8 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         session.state.phase not in (Phase.NEEDS_REVIEW, Phase.AWAITING_APPROVAL)
     ):
         if max_steps is not None and session.steps >= max_steps:
+            break
+        if keep_going is not None and session.steps and not keep_going(session):
             break
         run_step(session)
         if on_step:

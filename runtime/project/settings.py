@@ -379,9 +379,20 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Seconds between sweeps for runs whose worker died (lease expired by the database clock) or that
 # nobody is driving (lease free, untouched for this long).
 RATCHET_SWEEP_SECONDS = _seconds("RATCHET_SWEEP_SECONDS", 10.0)
-# Committed steps one advance_run task drives before it re-enqueues the run: small batches let
-# many runs interleave across workers without paying a broker round trip for every step.
-RATCHET_STEPS_PER_TASK = _positive_int("RATCHET_STEPS_PER_TASK", 8)
+# How long one advance_run task keeps driving its run (seconds) before it looks whether other
+# runs wait for a worker: it keeps the lease, the restored session and the warm adapter while it
+# works, and hands the run back to the queue only when others wait (a time slice, so no run
+# starves) or after RATCHET_TASK_MAX_SECONDS in any case (so a worker can shut down warm and the
+# broker never redelivers a message that is still being worked on). DESIGN.md section 5.7.
+RATCHET_TASK_SLICE_SECONDS = _seconds("RATCHET_TASK_SLICE_SECONDS", 2.0)
+RATCHET_TASK_MAX_SECONDS = _seconds("RATCHET_TASK_MAX_SECONDS", 60.0)
+if RATCHET_TASK_MAX_SECONDS < RATCHET_TASK_SLICE_SECONDS:
+    raise ImproperlyConfigured(
+        "environment variable RATCHET_TASK_MAX_SECONDS must be at least RATCHET_TASK_SLICE_SECONDS")
+# An optional cap on the committed steps one task drives (unset: the time slice alone decides);
+# tests and operators who want many short hops between workers set it.
+RATCHET_STEPS_PER_TASK = (_positive_int("RATCHET_STEPS_PER_TASK", 1)
+                          if os.environ.get("RATCHET_STEPS_PER_TASK") is not None else None)
 # Seconds a Celery worker process keeps a database connection open across tasks (its CONN_MAX_AGE;
 # web and CLI processes keep the one DATABASE_URL gives). Broken connections are closed sooner.
 RATCHET_WORKER_CONN_MAX_AGE = _seconds("RATCHET_WORKER_CONN_MAX_AGE", 300.0)
@@ -396,10 +407,10 @@ CELERY_BEAT_SCHEDULE = {
 # outlast the longest task, or a running task's message is handed to a second worker (harmless:
 # the lease turns it into a no-op, but wasteful), so it is refused if not longer than the lease.
 RATCHET_BROKER_VISIBILITY_SECONDS = _seconds("RATCHET_BROKER_VISIBILITY_SECONDS", 3600.0)
-if RATCHET_BROKER_VISIBILITY_SECONDS <= RATCHET_LEASE_SECONDS:
+if RATCHET_BROKER_VISIBILITY_SECONDS <= max(RATCHET_LEASE_SECONDS, RATCHET_TASK_MAX_SECONDS):
     raise ImproperlyConfigured(
         "environment variable RATCHET_BROKER_VISIBILITY_SECONDS must be longer than "
-        "RATCHET_LEASE_SECONDS"
+        "RATCHET_LEASE_SECONDS and RATCHET_TASK_MAX_SECONDS"
     )
 
 

@@ -148,3 +148,15 @@ def lease_expiry_next(*, within_seconds: float) -> float | None:
         return None
     expires_at, now = row
     return max(0.0, (expires_at - now).total_seconds())
+
+
+def runs_waiting(*, besides: str) -> bool:
+    """Whether a live run other than ``besides`` has no worker right now (DESIGN.md section 5.7).
+
+    Such a run has a message on its way, or the sweeper will find it: its lease is free, or
+    expired by the database clock. A worker past its time slice asks this to decide whether to
+    hand its run back so the waiting one gets the pool process. One indexed ``EXISTS`` read.
+    """
+    return (Run.objects.filter(phase__in=LIVE_PHASES)
+            .filter(Q(owner_worker="") | Q(lease_expires_at__lte=Now()))
+            .exclude(run_id=besides).exists())

@@ -1,8 +1,11 @@
 """Celery tasks: drive runs a few steps at a time, and re-queue runs whose worker died.
 
-``ratchet.advance_run(run_id, generation=None)`` drives one run for up to
-``RATCHET_STEPS_PER_TASK`` committed steps (``runtime.engine.run_advance``) and, while the run
-is still live, enqueues itself again, so many runs interleave across any number of workers.
+``ratchet.advance_run(run_id, generation=None)`` drives one run (``runtime.engine.run_advance``)
+under one lease and one restored session for as long as it has steps to do, and hands it back
+to the queue (enqueues itself again) only when its time slice is used up and other runs wait for
+a worker, or after ``RATCHET_TASK_MAX_SECONDS`` in any case (:class:`TimeSlice`), so many runs
+interleave across any number of workers and a restore happens when ownership changes, not per
+task.
 ``ratchet.sweep`` (at worker start-up, on beat every ``RATCHET_SWEEP_SECONDS``, and once more
 when a lease expires sooner than that) re-queues the runs the database says nobody is driving
 (``runtime.workers.sweeper``), one message per run, or ``ratchet.advance_runs`` batches of them when the
@@ -36,6 +39,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from celery import Task, shared_task
 from django.conf import settings
@@ -56,7 +60,7 @@ from runtime.errors import (
     StaleGenerationError,
 )
 from runtime.models import Run
-from runtime.workers.sweeper import LIVE_PHASES, lease_expiry_next, runs_needing_recovery
+from runtime.workers.sweeper import LIVE_PHASES, lease_expiry_next, runs_needing_recovery, runs_waiting
 
 log = logging.getLogger("runtime.workers.tasks")
 
@@ -106,7 +110,7 @@ def worker_id(task: Task) -> str:
              autoretry_for=CONNECTION_ERRORS, retry_backoff=True, retry_backoff_max=60,
              retry_jitter=True, max_retries=5)
 def advance_run(self: Task, run_id: str, generation: int | None = None) -> str:
-    """Drive ``run_id`` for up to ``RATCHET_STEPS_PER_TASK`` steps; re-enqueue while it is live.
+    """Drive ``run_id`` for one time slice (:class:`TimeSlice`); re-enqueue while it is live.
 
     Args:
         run_id: the run.
@@ -128,6 +132,39 @@ def advance_run(self: Task, run_id: str, generation: int | None = None) -> str:
     return advance_run_once(run_id=run_id, generation=generation, worker=worker_id(self))
 
 
+class TimeSlice:
+    """When a task hands its run back to the queue (DESIGN.md section 5.7).
+
+    For ``slice_seconds`` (``RATCHET_TASK_SLICE_SECONDS``) the task keeps stepping. After that it
+    looks, at most once per slice, whether another live run waits for a worker
+    (:func:`runtime.workers.sweeper.runs_waiting`) and stops if one does; after ``max_seconds``
+    (``RATCHET_TASK_MAX_SECONDS``) it stops in any case. A run stopped this way is re-queued at
+    the back, so every waiting run gets a pool process within about one slice per run ahead of
+    it, and a run alone on the fleet keeps its lease, session and adapter for as long as it
+    works. Times are this process's monotonic clock: they decide only when to yield, never who
+    owns the run (the lease does, by the database clock).
+    """
+
+    def __init__(self, *, run_id: str, slice_seconds: float, max_seconds: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.run_id = run_id
+        self.slice_seconds = slice_seconds
+        self.max_seconds = max_seconds
+        self.clock = clock
+        self.started = clock()
+        self.next_look = self.started + slice_seconds
+
+    def __call__(self, session: object = None) -> bool:
+        """True while the task should take another step."""
+        now = self.clock()
+        if now - self.started >= self.max_seconds:
+            return False
+        if now < self.next_look:
+            return True
+        self.next_look = now + self.slice_seconds
+        return not runs_waiting(besides=self.run_id)
+
+
 def advance_run_once(*, run_id: str, generation: int | None, worker: str) -> str:
     """The body of :func:`advance_run`, callable without a broker (see its docstring)."""
     row = Run.objects.filter(run_id=run_id).values("phase", "generation").first()
@@ -143,8 +180,9 @@ def advance_run_once(*, run_id: str, generation: int | None, worker: str) -> str
                  "duplicate; dropping it", run_id, row["generation"], generation)
         return "stale"
     try:
-        report = run_advance(run_id=run_id, worker=worker,
-                             max_steps=settings.RATCHET_STEPS_PER_TASK)
+        report = run_advance(run_id=run_id, worker=worker, max_steps=settings.RATCHET_STEPS_PER_TASK,
+                             keep_going=TimeSlice(run_id=run_id, slice_seconds=settings.RATCHET_TASK_SLICE_SECONDS,
+                                                  max_seconds=settings.RATCHET_TASK_MAX_SECONDS))
     except LeaseHeldError as exc:
         log.info("advance_run: run %s is held by %s; dropping the message (the sweeper re-queues "
                  "the run if that lease expires)", run_id, exc.context.get("holder", "?"))

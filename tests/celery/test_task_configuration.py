@@ -102,6 +102,8 @@ def test_it_gives_lost_messages_back_except_on_the_sqlalchemy_broker() -> None:
     ("RATCHET_SWEEP_SECONDS", "soon"),
     ("RATCHET_STEPS_PER_TASK", "0"),
     ("RATCHET_BROKER_VISIBILITY_SECONDS", "10"),
+    ("RATCHET_TASK_SLICE_SECONDS", "0"),
+    ("RATCHET_TASK_MAX_SECONDS", "1"),
 ])
 def test_it_refuses_a_malformed_knob_by_name(variable: str, value: str) -> None:
     done = subprocess.run([sys.executable, "-c", "import runtime.project.settings"],
