@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.repo_text import line_of, repo_citing, scanned_files
+from tests.helpers.repo_text import assert_judged, line_of, repo_citing, scanned_files
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENT = REPO / "runtime" / "STYLE.md"
@@ -103,11 +103,7 @@ def test_it_numbers_the_rules_in_order():
     ],
 )
 def test_it_judges_each_form_of_citation(tmp_path, text, problem):
-    found = citation_problems(repo=repo_citing(tmp_path, text), document=DOCUMENT)
-    if problem is None:
-        assert found == []
-    else:
-        assert len(found) == 1 and problem in found[0], found
+    assert_judged(citation_problems(repo=repo_citing(tmp_path, text), document=DOCUMENT), problem)
 
 
 def test_it_finds_every_citation_in_the_repository():

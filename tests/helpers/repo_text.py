@@ -41,3 +41,12 @@ def repo_citing(tmp_path: Path, text: str) -> Path:
     (tmp_path / "runtime" / "cites.py").write_text(f'"""{text}"""\n', encoding="utf-8")
     (tmp_path / "README.md").write_text("", encoding="utf-8")
     return tmp_path
+
+
+def assert_judged(found: list[str], problem: str | None) -> None:
+    """A check's findings on a one-citation repository: none when ``problem`` is None, else
+    exactly one, naming ``problem``."""
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and problem in found[0], found
