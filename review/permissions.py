@@ -1,4 +1,4 @@
-"""Who may do what on the dashboard, checked in every view (house style 6).
+"""Who may do what on the dashboard, checked in every view (STYLE.md rule 6).
 
 ==========================  =========  ========  ========  =========  ==========
 page or action              anonymous  stranger  operator  reviewer   admin

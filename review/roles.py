@@ -1,4 +1,4 @@
-"""The three dashboard roles as Django groups (issue: "Roles").
+"""The three dashboard roles as Django groups, defined in code (DESIGN.md section 6.6).
 
 * ``operator``: read runs and health; approve, deny, refresh approvals, cancel runs.
 * ``reviewer``: read runs and health; decide review cases.

@@ -1,4 +1,4 @@
-"""Failed sign-in throttling (issue: "Failed logins are throttled").
+"""Failed sign-in throttling: password guessing is slowed per username and per client address.
 
 Two counters per attempt: one for the username, one for the client address (``REMOTE_ADDR``).
 ``RATCHET_LOGIN_MAX_FAILURES`` failures for a username (or ``RATCHET_LOGIN_MAX_FAILURES_PER_IP``

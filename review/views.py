@@ -1,8 +1,8 @@
-"""Dashboard views: thin, function-based, one view per page and its htmx fragments (house style 5).
+"""Dashboard views: thin, function-based, one view per page and its htmx fragments (STYLE.md rule 5).
 
 Each view parses its input, calls its page's ``review.queries`` module and renders; a fragment
 request (htmx) gets ``template#partial`` of the same template. Every view is wrapped in
-``require_perm`` so a fragment is checked exactly like its page (house style 6). Pages here are
+``require_perm`` so a fragment is checked exactly like its page (STYLE.md rule 6). Pages here are
 GET only; the changes (sign-in, sign-out, and the operator and reviewer actions in
 ``views_approvals`` and ``views_cases``) are POSTs, CSRF-protected by the middleware.
 """

@@ -1,4 +1,4 @@
-"""Read-only Django admin for the runtime tables (issue: "The Django admin stays read-only").
+"""Read-only Django admin for the runtime tables (DESIGN.md section 2.1).
 
 Runtime rows change only through the runtime's services (commit protocol, leases, trace), so the
 admin can look but never add, change or delete, not even for a superuser. Models the runtime adds

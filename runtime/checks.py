@@ -1,4 +1,4 @@
-"""System checks for the runtime's safety rules (house style 9)."""
+"""System checks for the runtime's safety rules (STYLE.md rule 9)."""
 
 from __future__ import annotations
 

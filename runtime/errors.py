@@ -1,4 +1,4 @@
-"""The runtime's exception tree (house style 3: one tree per package).
+"""The runtime's exception tree (STYLE.md rule 3: one tree for the whole runtime).
 
 Every error says what failed, carries the identifiers an operator needs (run id, generation, key
 id -- never key material) and says whether retrying can help (``retryable``). Errors pickle
@@ -7,7 +7,7 @@ rebuilds from them in ``__reduce__``.
 
 This module imports nothing from Django so the framework-free core can raise these errors.
 
-Over 400 lines: one exception tree for the whole app (house style 3), so every error is found here.
+Over 400 lines: one exception tree for the whole app (STYLE.md rule 3), so every error is found here.
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ class AttachmentError(RatchetError):
     default_message = "attachment content does not match its sha256 digest"
 
 
-# --- step engine, receipts (exactly-once issue) ----------------------------------------------
+# --- step engine, receipts (DESIGN.md section 5) ---------------------------------------------
 
 
 class EngineError(RatchetError):
@@ -458,7 +458,7 @@ class IllegalTransitionError(RatchetError):
     hint = "the run's phase changed under this caller or a step was skipped; re-read the run"
 
 
-# --- environment adapters (exactly-once issue: workspace and git adapters) --------------------
+# --- environment adapters: workspace and git (DESIGN.md section 5.5) --------------------------
 
 
 class AdapterError(RatchetError):
@@ -723,7 +723,7 @@ class DemoLaunchError(RatchetError):
     default_message = "the demo's processes cannot be started"
 
 
-# --- plug-ins: planners, adapters and verifiers by name (issue 11) ---------------------------
+# --- plug-ins: planners, adapters and verifiers by name (DESIGN.md section 5.10) -------------
 
 
 class PluginError(RatchetError):
@@ -785,7 +785,7 @@ class PlannerStateTooLargeError(PlannerError):
             "sha256 digest in the state")
 
 
-# --- SQL adapter (issue 11, point 5) --------------------------------------------------------
+# --- SQL adapter (DESIGN.md section 5.11) ---------------------------------------------------
 
 
 class SqlTemplateNotAllowedError(InvalidActionError):
@@ -909,7 +909,7 @@ class ModelReplyMissingError(PlannerStateError):
     hint = "the reply cannot be replayed and the model is never asked twice for a committed step; review the run"
 
 
-# --- the HTTP adapter and redacted evidence (issue 11, points 4 and 7) ----------------------
+# --- the HTTP adapter and redacted evidence (DESIGN.md sections 5.8 and 5.9) ----------------
 
 
 class RedactionKeyError(ConfigurationError):

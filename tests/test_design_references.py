@@ -30,11 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.repo_text import assert_judged, line_of, repo_citing, scanned_files
+
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENT = REPO / "runtime" / "DESIGN.md"
-SCANNED = ("runtime", "review", "templates", "tests")
-SCANNED_FILES = ("README.md",)
-TEXT_SUFFIXES = frozenset({".py", ".html", ".md", ".txt", ".toml", ".js", ".css", ".json", ".cfg", ".ini"})
 THIS_FILE = Path(__file__).resolve()
 
 NAME = "DESIGN.md"
@@ -92,20 +91,6 @@ def _expand(numbers: str) -> list[str]:
     return found
 
 
-def _line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
-def _scanned_files(repo: Path, document: Path) -> list[Path]:
-    files = [repo / name for name in SCANNED_FILES]
-    for folder in SCANNED:
-        for path in sorted((repo / folder).rglob("*")):
-            if path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in path.parts:
-                files.append(path)
-    skip = {document.resolve(), THIS_FILE}
-    return [path for path in files if path.exists() and path.resolve() not in skip]
-
-
 def citation_problems(repo: Path = REPO, document: Path = DOCUMENT) -> list[str]:
     """``file:line: problem`` for every citation under ``repo`` that does not name an existing
     section of ``document``."""
@@ -113,7 +98,7 @@ def citation_problems(repo: Path = REPO, document: Path = DOCUMENT) -> list[str]
     numbers = {h.number for h in headings}
     titles = {h.title.casefold() for h in headings} | {f"{h.number}. {h.title}".casefold() for h in headings}
     problems = []
-    for path in _scanned_files(repo, document):
+    for path in scanned_files(repo, skip={document, THIS_FILE}):
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
@@ -125,7 +110,7 @@ def citation_problems(repo: Path = REPO, document: Path = DOCUMENT) -> list[str]
         for match in _CITATION.finditer(text):
             if match.start() in links:
                 continue
-            line = _line_of(text, match.start())
+            line = line_of(text, match.start())
             snippet = " ".join(text[match.start() : match.start() + 60].split())
             if match["rest"] is None:
                 problems.append(f"{where}:{line}: names no section: {snippet!r}")
@@ -190,14 +175,7 @@ def test_it_reads_lists_and_ranges_of_sections(cited, expected):
     ],
 )
 def test_it_judges_each_form_of_citation(tmp_path, text, problem):
-    (tmp_path / "runtime").mkdir()
-    (tmp_path / "runtime" / "cites.py").write_text(f'"""{text}"""\n', encoding="utf-8")
-    (tmp_path / "README.md").write_text("", encoding="utf-8")
-    found = citation_problems(repo=tmp_path, document=DOCUMENT)
-    if problem is None:
-        assert found == []
-    else:
-        assert len(found) == 1 and problem in found[0], found
+    assert_judged(citation_problems(repo=repo_citing(tmp_path, text), document=DOCUMENT), problem)
 
 
 def test_it_finds_every_citation_in_the_document():

@@ -5,8 +5,8 @@ The approvals queue and the review case pages read through the runtime's service
 (``runtime.decisions.approvals.approvals_waiting``, ``runtime.decisions.reviews.decision_prepare``); their lists are
 paginated with a fixed page size, so their query counts do not grow with the number of runs.
 
-Query counts are independent of how many runs, checkpoints and trace events exist (issue: "query
-counts ... stay constant as runs and trace events grow tenfold"): the runs list and the trace
+Query counts are independent of how many runs, checkpoints and trace events exist (a page must
+cost the same with ten times the runs and events; ``tests/review/test_query_counts.py``): the runs list and the trace
 browser are keyset-paginated (no ``COUNT(*)``), the runs list verifies the committed checkpoint
 of *the page's rows only* with one query for their high-water marks and one for their envelopes,
 and the run detail reads each table a fixed number of times (DESIGN.md section 6.8).

@@ -41,5 +41,7 @@ one module each, in the order they run:
 * **worker memory** (:mod:`runtime.bench.long_run`): RSS over a 10,000-step run driven the way a
   worker drives it, first 10% of the steps against the last 10%.
 
-Last, :mod:`runtime.bench.targets` judges issue 9's targets on the report.
+Last, :mod:`runtime.bench.targets` judges the cost targets on the report
+(a commit within 2x the floor and flat in the ledger's size, durable transactions per advance
+and per write, replay against plain git, orphan recovery time, worker memory growth).
 """

@@ -13,7 +13,8 @@ whose state has the next write pending. Then, against the same floor:
 The levels are measured interleaved (one commit and one restore of each level per round, each
 right after one floor sample), so every level and the floor see the same machine load.
 
-Issue 9's goal is that commit and restore do not grow with ``N``: the 3,000-write ones within
+The goal is that commit and restore do not grow with ``N`` (the ledger keeps the checkpoint
+the same size however long the run, DESIGN.md section 3.1): the 3,000-write ones within
 1.2x of the 0-write ones (:mod:`runtime.bench.targets`).
 """
 

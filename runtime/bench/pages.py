@@ -48,7 +48,8 @@ from runtime.evidence.trace import trace_append_txn
 FULL_RUNS = 100_000
 QUICK_RUNS = 500
 EVENTS_PER_RUN = 10
-"""100k runs x 10 = 1M trace events, the size issue 15 names."""
+"""100k runs x 10 = 1M trace events: a size at which no page cost may grow with the number of
+runs or events (DESIGN.md section 6.8)."""
 
 _PHASES = [Phase.COMPLETED, Phase.COMPLETED, Phase.COMPLETED, Phase.FAILED, Phase.RUNNING,
            Phase.CANCELLED, Phase.PENDING]
@@ -286,8 +287,9 @@ def pages_measure(*, report: BenchReport, sizes: BenchSizes, runs: int | None = 
         ("runs_bad_date", "runs list, a bad date (form error)", "/?from=notadate", 400, None),
     ]
     del waiting
-    # The health page before issue 15 computed its numbers with the whole-trace scan, which
-    # ``manage.py recovery_stats`` still runs: timed here on the same data, for the comparison.
+    # The health page reads counters (DESIGN.md section 6.6); ``manage.py recovery_stats`` still
+    # computes the same figures with a whole-trace scan: timed here on the same data, for the
+    # comparison.
     say("pages: recovery_stats (the old health page's whole-trace computation)")
     scans = []
     for _ in range(max(3, samples // 5)):

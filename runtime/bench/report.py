@@ -61,7 +61,8 @@ class Count:
 
 @dataclass(frozen=True)
 class Target:
-    """One of issue 9's targets: the figure measured, the goal, and whether it was met."""
+    """One of the cost targets (:mod:`runtime.bench.targets`): the figure measured, the goal, and
+    whether it was met."""
 
     name: str
     label: str
@@ -80,7 +81,7 @@ class BenchReport:
         metrics: the measured quantities, in table order.
         ratios: ratios of medians.
         counts: statements, round trips and durable transactions per unit of work.
-        targets: issue 9's targets, met or not.
+        targets: the cost targets, met or not (:mod:`runtime.bench.targets`).
         facts: sizes of what was measured (envelope bytes, trace events per replay run, ...).
         scratch: where the throwaway database lived (filled in by the parent).
     """
@@ -138,7 +139,7 @@ class BenchReport:
 
     def render(self) -> str:
         """The Markdown ``manage.py bench`` prints: machine and sizes, then tables of medians
-        (p95, x floor), counts per unit of work, ratios, and issue 9's targets met or not."""
+        (p95, x floor), counts per unit of work, ratios, and the cost targets met or not."""
         m, s = self.machine, self.sizes
         lines = [
             "# Ratchet benchmarks",
@@ -170,7 +171,7 @@ class BenchReport:
         for ratio in self.ratios:
             lines.append(f"| {ratio.label} | {ratio.value:.2f} | {ratio.note} |")
         if self.targets:
-            lines += ["", "Targets (issue 9):", "", "| target | measured | goal | met |",
+            lines += ["", "Targets:", "", "| target | measured | goal | met |",
                       "|---|---:|---|---|"]
             for t in self.targets:
                 lines.append(f"| {t.label} | {_num(t.value)} | {t.goal} | "

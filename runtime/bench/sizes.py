@@ -16,13 +16,13 @@ class BenchSizes:
     """How much each section measures.
 
     Attributes:
-        commits: commits of the replayed history (issue 9: 300), against a plain git loop.
+        commits: commits of the replayed history (300 in a full run), against a plain git loop.
         repeat: repetitions of the whole-run measurements (replay, plain git loop, recovery,
             trace verify, attachments); medians are over these.
         samples: calls per latency measurement (the floor; checkpoint commit and restore at
             every level, :meth:`samples_at`).
         write_levels: executed writes in the run's receipts ledger at which checkpoint commit
-            and restore are measured (issue 9: 0, 300 and 3,000).
+            and restore are measured (0, 300 and 3,000 in a full run).
         recovery_commits: commits of the run that is SIGKILLed and resumed, and of the peak-RSS
             run (small: these measure recovery, not throughput).
         trace_events: events in the run whose trace is verified.

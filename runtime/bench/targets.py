@@ -1,4 +1,9 @@
-"""Issue 9's targets, judged on one report: each figure, its goal, met or not.
+"""The cost targets, judged on one report: each figure, its goal, met or not.
+
+What Ratchet's guarantees may cost: a checkpoint commit within 2x a bare INSERT + COMMIT and
+not growing with the run's ledger (DESIGN.md sections 3.1 and 4.3), one durable transaction per
+advance and two per write action on the main database, a replay within 2x a plain ``git commit``
+loop, orphaned runs completed within 30 s, and a worker's memory not growing with the run.
 
 Only what the report measured is judged (a ``--quick`` run has smaller sizes, so its verdicts
 are indicative only; the report's sizes say which run it was).

@@ -1,4 +1,4 @@
-"""Named crash points: inert in production, armed per process by tests (house style 8).
+"""Named crash points: inert in production, armed per process by tests (STYLE.md rule 8).
 
 Production code marks each persistence step with ``crash_point("checkpoint.after_append")``.
 Unless the environment variable ``RATCHET_CRASH_AT`` names that point, the call does nothing. A

@@ -18,7 +18,7 @@ from runtime.models import RunSearchTerm
 def search_terms_record(*, run_id: str, events: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
     """Store the search terms of ``events`` (``(event_type, payload)`` pairs) for ``run_id``.
 
-    Called inside the caller's transaction (house style 7); events other than
+    Called inside the caller's transaction (STYLE.md rule 7); events other than
     ``intent.proposed`` cost nothing. A term the run already has is skipped by the unique
     ``(run, kind, term)`` constraint (one ``INSERT ... ON CONFLICT DO NOTHING``), so a replayed
     intent adds nothing. Returns the number of terms offered.

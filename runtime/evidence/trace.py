@@ -177,7 +177,7 @@ def trace_rows_build(
 def trace_append_txn(
     *, run_id: str, event_type: str, payload: Mapping[str, Any], environment_version: str = ""
 ) -> TraceEvent:
-    """Append one event inside the caller's transaction (house style 7).
+    """Append one event inside the caller's transaction (STYLE.md rule 7).
 
     The caller must hold the ``Run`` row lock (``select_for_update`` or an ``UPDATE`` of the row in
     the same transaction), otherwise two appends could pick the same ``seq``; the unique

@@ -5,7 +5,7 @@ A lease is four columns on the ``Run`` row: ``owner_worker``, ``lease_version``,
 ``WHERE`` holds the expected old values and compares expiry with the database's ``Now()``, never
 with this machine's clock: workers on several machines disagree about the time, the database is the
 one clock they share. A rowcount other than one means someone else got there first and becomes a
-typed error (house style 1).
+typed error (STYLE.md rule 1).
 
 ``lease_version`` grows on *every* acquisition, including a worker re-taking its own lease. It is
 the fencing token, and it comes from the environment's one counter

@@ -1,4 +1,4 @@
-"""The planner protocol (issue "exactly-once actions", part 2; plug-ins and moving state: issue 11).
+"""The planner protocol: deterministic proposals, plug-ins and moving state (DESIGN.md sections 5.1, 5.10).
 
 A planner decides the next write: given the plan cursor, the small JSON state it keeps in the
 checkpoint and the latest observation, it returns one :class:`~runtime.core.checkpoint.Action`

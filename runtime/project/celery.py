@@ -1,4 +1,4 @@
-"""The Celery application: ``celery -A runtime worker`` (house style: tasks carry only ids).
+"""The Celery application: ``celery -A runtime worker`` (STYLE.md rule 4: tasks carry only ids).
 
 Configuration comes from the ``CELERY_*`` block of ``runtime/project/settings.py``. The tasks live in
 ``runtime/workers/tasks.py`` (``ratchet.advance_run``, ``ratchet.sweep``); the embedded default runs a

@@ -4,7 +4,7 @@ Embedded default: a SQLite file under ``var/`` (WAL, IMMEDIATE transactions, bus
 Celery broker that needs no server (SQLAlchemy transport on another SQLite file). Production:
 ``DATABASE_URL=postgres://...`` and ``CELERY_BROKER_URL=redis://...`` or ``amqp://...``.
 
-A malformed value raises ``ImproperlyConfigured`` naming the variable (house style 9).
+A malformed value raises ``ImproperlyConfigured`` naming the variable (STYLE.md rule 9).
 
 Over 400 lines: every environment variable the project reads is read here and nowhere else, so an
 operator has one file to look up what a variable does and what its default is.

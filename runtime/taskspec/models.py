@@ -180,7 +180,7 @@ class PluginSection(Spec):
 
 
 class TaskSpec(Spec):
-    """A validated task spec (issue "exactly-once actions", part 1; plug-ins: issue 11).
+    """A validated task spec: task, policy, environment, planner, verifier (DESIGN.md sections 3, 5.10).
 
     Build one with :func:`load_task_spec` (from TOML) or :meth:`from_json` (from the copy stored
     with a run); both validate every plug-in's options (:func:`validate_task_spec`).

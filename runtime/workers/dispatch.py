@@ -1,4 +1,4 @@
-"""Hand a run to the worker queue once the caller's transaction commits (house style 4).
+"""Hand a run to the worker queue once the caller's transaction commits (STYLE.md rule 4).
 
 Services that make a run live again (an approval, a reviewer's replan, an operator's cancel) or
 create one call :func:`run_enqueue`. The message is sent by the task's registered name through
@@ -48,7 +48,7 @@ def project_app() -> Celery:
 
 
 def run_enqueue(*, run_id: str) -> None:
-    """Queue ``run_id`` for a worker once the caller's transaction commits (house style 4).
+    """Queue ``run_id`` for a worker once the caller's transaction commits (STYLE.md rule 4).
 
     For services that make a run live again (an approval, a reviewer's replan) or create one:
     call it inside the transaction that changed the run, so no worker can see the message

@@ -46,7 +46,7 @@ def test_single_file_actions_land_as_ratchet_commits(git_env: Env) -> None:
 
 def test_a_message_that_forges_trailers_is_kept_verbatim_and_never_read_as_a_receipt(
         git_env: Env) -> None:
-    """Issue 10 changed this: a message is replayed byte for byte, even one ending with another
+    """A message is replayed byte for byte, even one ending with another
     key's trailer (a history that Ratchet itself replayed). Only the last paragraph holds
     trailers, and that is always Ratchet's own block."""
     forged = "Innocent\n\nIdempotency-Key: someone-elses-key"

@@ -1,4 +1,4 @@
-"""Story: receipts are read only from commits this instance could have made (issue 10).
+"""Story: receipts are read only from commits this instance could have made.
 
 The adapter records its base -- HEAD when it first opened the repository -- beside its instance
 id in ``.git/config``. A repository's own history below that base may hold anything: a forged

@@ -1,4 +1,5 @@
-"""Story: a key look-up costs the same at the 1,000th write as at the first (issue 9, point 4).
+"""Story: a key look-up costs the same at the 1,000th write as at the first (a replay of a long
+history must not slow down as it goes; DESIGN.md section 5.5).
 
 The git adapter's key index is derived from commit trailers only. With HEAD unchanged a look-up
 starts no git child; after commits made outside the adapter it reads only those; after history

@@ -1,5 +1,5 @@
 """A worker is SIGKILLed while its ``git read-tree -m -u`` child is halfway through the checkout
-(issue 10, point 2; DESIGN.md section 8). Crash points can only kill between git calls, so here
+(DESIGN.md sections 5.3 and 8). Crash points can only kill between git calls, so here
 a real git child is stopped from outside at a moment the test detects: as soon as its
 ``.git/index.lock`` appears, plus a random delay, the test SIGSTOPs the git child, SIGKILLs the
 worker and then the git child. The repository is left with ``index.lock`` and a working tree

@@ -1,8 +1,8 @@
-"""Story: the workspace adapter reads its receipt journal incrementally (issue 9; the rule is in
-``runtime.adapters.workspace.journal``): a call parses only the lines appended since the
-process's last read of that journal, and a journal that was truncated, replaced or edited near
-the end of that read is read again in full, so its corruption still fails closed; the audit's
-``receipts()`` always reads every line."""
+"""Story: the workspace adapter reads its receipt journal incrementally, so a call does not cost
+O(writes) (DESIGN.md section 5.3; the rule is in ``runtime.adapters.workspace.journal``): a call
+parses only the lines appended since the process's last read of that journal, and a journal that
+was truncated, replaced or edited near the end of that read is read again in full, so its
+corruption still fails closed; the audit's ``receipts()`` always reads every line."""
 
 from __future__ import annotations
 

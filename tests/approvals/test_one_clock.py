@@ -1,5 +1,5 @@
 """Approval expiry is judged by the database clock, and approval validity has a configured
-maximum (issue 13: "a worker 10 minutes slow executed an expired approval"; DESIGN.md
+maximum, so a worker whose clock is 10 minutes slow cannot execute an expired approval (DESIGN.md
 sections 4.7 and 6.2)."""
 
 from __future__ import annotations

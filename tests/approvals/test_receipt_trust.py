@@ -1,6 +1,6 @@
 """A receipt of an approval-gated write is trusted only when it binds an approval this run issued
-and committed before that approval expired; anything else goes to review (issue 13, point 7:
-the mutation check's holes; DESIGN.md section 6.2)."""
+and committed before that approval expired; anything else goes to review (the
+cases a mutation check found untested; DESIGN.md sections 6.2 and 6.4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A worker holds only the public keys of the approval root: whatever it mints, the runtime refuses
-(issue 13: "anyone who can run a worker can approve"; DESIGN.md sections 2.2 and 4.1)."""
+(otherwise anyone who can run a worker could approve; DESIGN.md sections 2.2 and 4.1)."""
 
 from __future__ import annotations
 

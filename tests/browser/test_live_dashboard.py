@@ -1,4 +1,4 @@
-"""Stories of issue 15: a reviewer decides from the content diff, a run page turns ``completed``
+"""Stories of a dashboard that stays true: a reviewer decides from the content diff, a run page turns ``completed``
 in every region without a reload, a new waiting approval appears in the queue and its badge, an
 approval given with the keyboard only, and the case page at 390 px (DESIGN.md sections 6.6, 6.8).
 """

@@ -1,6 +1,5 @@
 """Story: an approval expired before its write ran; an operator refreshes it in the browser and a
-real worker then completes the run (issue: "an operator refreshes an expired approval and the run
-completes"; DESIGN.md section 6: expiry is not corruption)."""
+real worker then completes the run (DESIGN.md section 6.2: expiry is not corruption)."""
 
 from __future__ import annotations
 

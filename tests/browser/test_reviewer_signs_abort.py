@@ -1,7 +1,6 @@
 """Story: a reviewer signs abort on a receipt conflict; the run ends failed and the sealed evidence
 (pending intent, conflicting receipt, signed decision) is on its trace page; the admin downloads
-the signed evidence bundle and it verifies offline (issue: "a reviewer signs abort and the run
-ends failed with the evidence on its trace page")."""
+the signed evidence bundle and it verifies offline (DESIGN.md sections 4.8 and 6.3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Story: a receipt conflict froze a run; a reviewer reads the case, re-enters the password and
-signs replan in the browser; a real worker resumes the run with a new idempotency key (issue: "a
-reviewer signs replan on a receipt conflict and the run resumes with a new key")."""
+signs replan in the browser; a real worker resumes the run with a new idempotency key
+(DESIGN.md sections 5.1 and 6.3)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Story: a reviewer registers a passkey (a virtual authenticator in Chromium, through the Chrome
 DevTools Protocol), signs abort on a receipt conflict with it, the run ends failed, and the
 run's evidence bundle verifies offline with public keys only -- while a tampered assertion fails
-(issue 13: "a reviewer signs with a virtual passkey in the browser and the bundle verifies
-offline with public keys only"; DESIGN.md section 6.9).
+(the authenticator, not the server, vouches for the decision; DESIGN.md section 6.9).
 
 WebAuthn refuses an IP address as relying party id, so the story reaches the stack's server as
 ``localhost`` (the same loopback server).

@@ -1,6 +1,6 @@
 """Reviewer decisions carry a signed expiry on the database clock, and an expired one is refused
-with a typed error and traced (issue 13: "signed decisions never expire"; DESIGN.md sections
-4.7 and 6.3)."""
+with a typed error and traced, so a signed decision cannot be kept and used forever (DESIGN.md
+sections 4.7 and 6.3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Signed decisions expire, judged by the database clock (issue 13: "signed decisions never
-expire"; DESIGN.md sections 4.7 and 6.3)."""
+"""Signed decisions expire, judged by the database clock, so a decision cannot be kept and
+applied forever (DESIGN.md sections 4.7 and 6.3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A replan that loses the race to an abort quarantines nothing: the key quarantine is written in
-the replan's own commit transaction (issue 13, point 7; DESIGN.md section 6.3)."""
+the replan's own commit transaction (DESIGN.md section 6.3)."""
 
 from __future__ import annotations
 

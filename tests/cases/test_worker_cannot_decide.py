@@ -1,5 +1,5 @@
 """A worker holds only the public keys of the reviewer root: a decision it mints is refused and the
-run stays frozen (issue 13; DESIGN.md sections 2.2 and 6.3)."""
+run stays frozen, so whoever runs a worker cannot resolve a case (DESIGN.md sections 2.2 and 6.3)."""
 
 from __future__ import annotations
 

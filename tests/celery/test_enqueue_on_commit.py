@@ -1,4 +1,4 @@
-"""Story: ``run_enqueue`` publishes only once the caller's transaction commits (house style 4).
+"""Story: ``run_enqueue`` publishes only once the caller's transaction commits (STYLE.md rule 4).
 
 An approval service makes a run live again and calls ``run_enqueue`` inside its transaction. A
 worker must never receive the message before the change it announces is visible, and a rolled

@@ -1,4 +1,7 @@
-"""The fast canonical encoder is byte-identical to the reference RFC 8785 encoder (issue: encode once).
+"""The fast canonical encoder is byte-identical to the reference RFC 8785 encoder.
+
+A commit encodes the state once (DESIGN.md section 4.3), and digests and MACs are over those
+bytes, so the fast path must never produce other bytes than the reference would.
 
 ``runtime.core.canonical.canonical_json`` takes the standard library's C encoder for the values
 Ratchet stores and the reference ``rfc8785`` package for the rest; these properties hold it to the

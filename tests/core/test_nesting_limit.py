@@ -1,6 +1,6 @@
 """Deeply nested input fails typed, never with a raw RecursionError (DESIGN.md section 2.2).
 
-Story (issue 13): a reviewer fed the checkpoint decoder JSON nested 500-1000 levels deep and got
+Story: a reviewer fed the checkpoint decoder JSON nested 500-1000 levels deep and got
 tracebacks. Every decoder of outside input refuses nesting deeper than ``MAX_NESTING_DEPTH``
 with its own typed error, the writer refuses to seal such a state (so nothing signed is
 unreadable), and the limit is the same number everywhere.

@@ -1,6 +1,6 @@
 """An approved write carries its approval's deadline into the adapter, which refuses to commit
-past it and records its commit time on the database clock (issue 13, "One clock": "an approval
-that expires during a slow adapter call is still written"; DESIGN.md sections 4.7 and 5.5)."""
+past it and records its commit time on the database clock, so an approval that expires during a slow adapter
+call cannot still be written (DESIGN.md sections 4.7 and 5.5)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A bundle verifies offline with public keys alone, and a forged one does not (issue 13: "bundles
-do not prove anything to an outsider"; DESIGN.md section 4.8)."""
+"""A bundle verifies offline with public keys alone, and a forged one does not, so a bundle proves
+something to an outsider who holds no secret (DESIGN.md section 4.8)."""
 
 from __future__ import annotations
 

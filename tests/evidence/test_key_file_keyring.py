@@ -1,5 +1,6 @@
-"""The key-file keyring, the fresh-install default, with no key in the environment (issue 13,
-point 7: "every test sets keys through the environment"; DESIGN.md section 4.1)."""
+"""The key-file keyring, the fresh-install default, with no key in the environment (the
+other tests set keys through the environment, so this path needs tests of its own; DESIGN.md
+section 4.1)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The bundle verifier never accepts a changed bundle and never fails untyped (DESIGN.md section 7).
 
-Story (issues 13 and 14): an auditor runs ``manage.py verify_bundle FILE`` on a file of unknown
+Story: an auditor runs ``manage.py verify_bundle FILE`` on a file of unknown
 origin. Whatever the file holds -- random bytes, JSON nested thousands deep, a real exported
 bundle with one value replaced by any JSON value -- the command either says "bundle verifies"
 (only for the untouched file) or fails with its error listing what failed (``CommandError``

@@ -1,6 +1,6 @@
 """The checkpoint decoder fed arbitrary bytes raises only Ratchet's typed errors (DESIGN.md section 7).
 
-Story (issues 13 and 14): a reviewer fuzzed every decoder and wanted no untyped exception from
+Story: a reviewer fuzzed every decoder and wanted no untyped exception from
 any of them. ``open_envelope`` is fed random bytes, random JSON, deeply nested JSON, and valid
 checkpoints with one value replaced by an arbitrary one -- re-signed with the right key, so the
 change gets past the MAC and reaches schema, invariants and migrators. Every failure must be a

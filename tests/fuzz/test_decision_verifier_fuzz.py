@@ -1,6 +1,6 @@
 """The decision verifier never accepts a changed decision and fails only typed (DESIGN.md section 7).
 
-Story (issues 13 and 14): a signed reviewer decision arrives as a file (``manage.py cases decide
+Story: a signed reviewer decision arrives as a file (``manage.py cases decide
 --file``) or a form post. Decoded from arbitrary bytes it is either refused by its schema or
 checked by ``decision_verify``; a valid decision with any one field replaced by any value the
 schema still accepts never verifies: ``decision_verify`` raises a ``SigningError`` and nothing

@@ -1,6 +1,6 @@
 """Random interleavings of the real run services keep the four invariants (DESIGN.md sections 4-6).
 
-Story (issue 14, point 6): workers advance a run, die holding its lease or right after a write,
+Story: workers advance a run, die holding its lease or right after a write,
 leases expire, operators approve, someone reuses a key so the run freezes for review, reviewers
 decide -- and submit the same decision again -- in any order hypothesis can think of. Whatever
 happens, after every step:

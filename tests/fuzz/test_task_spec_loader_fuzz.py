@@ -1,6 +1,6 @@
 """The task-spec loader fed arbitrary text raises only ``TaskSpecError`` (DESIGN.md section 7).
 
-Story (issues 13 and 14): a task file is outside input. Whatever bytes it holds -- random text,
+Story: a task file is outside input. Whatever bytes it holds -- random text,
 a valid spec with random characters spliced in, a valid spec with one value replaced by any
 JSON value, arrays nested thousands deep -- the loader answers with one ``TaskSpecError``
 (plug-in lookups raise its subclasses), never a traceback.

@@ -1,4 +1,4 @@
-"""A git repository holding every kind of history a replay must reproduce (issue 10, point 1).
+"""A git repository holding every kind of history a replay must reproduce (DESIGN.md section 5.5).
 
 ``build_case_repo(path)`` builds it -- nothing is fetched -- and returns ``path``. The ``main``
 branch's first-parent line, after a root commit, holds one commit per case:

@@ -1,4 +1,4 @@
-"""Story: an operator replays a history holding everything git can hold (issue 10, point 1).
+"""Story: an operator replays a history holding everything git can hold (DESIGN.md section 5.5).
 
 The source is built by ``tests/helpers/git_cases.py``: empty commits, merges that change nothing
 on the first-parent line, an octopus merge, CRLF / blank / non-UTF-8 messages with an
@@ -89,7 +89,7 @@ def test_the_last_commits_replay_above_a_base_whose_history_carries_a_foreign_ke
         cases: Path, tmp_path: Path) -> None:
     """``last:N`` whose base is the source commit ending in ``Idempotency-Key:
     someone-elses-key``: that trailer is the source's, below the run's base, so it is neither a
-    receipt nor a duplicate, and the run does not freeze on it (issue 10)."""
+    receipt nor a duplicate, and the run does not freeze on it (DESIGN.md section 5.5)."""
     line = _git(cases, "log", "--first-parent", "--format=%H %(trailers:key=Idempotency-Key,valueonly)",
                 "HEAD").decode().splitlines()
     forged = next(n for n, entry in enumerate(line) if entry.split(" ", 1)[1].strip())

@@ -1,6 +1,6 @@
 """Story: a replay range the adapter could not reproduce exactly fails when the run is created.
 
-Submodules and symlinks are replayed (issue 10); what a Ratchet action cannot carry -- a path
+Submodules and symlinks are replayed; what a Ratchet action cannot carry -- a path
 that is not UTF-8, a message whose trailers git could not read back -- is refused (not silently
 skipped) with an error naming the commit; so are ranges whose base is off the first-parent line,
 ranges longer than the history, empty ranges, missing sources and planner states that were not
@@ -44,8 +44,8 @@ def _raw_commit(repo: Path, tree: str, message: bytes, *, extra_header: bytes = 
 
 
 def test_it_refuses_a_path_that_is_not_utf8(tmp_path: Path) -> None:
-    """Issue 10: submodules and symlinks are replayed now; a path an action cannot carry as
-    text is still refused when the run is created, naming the commit."""
+    """Submodules and symlinks are replayed; a path an action cannot carry as text is
+    refused when the run is created, naming the commit."""
     repo = _repo(tmp_path)
     blob = git(repo, "hash-object", "-w", "--stdin", input=b"x\n").strip()
     tree = git(repo, "mktree", "-z", input=b"100644 blob " + blob.encode() + b"\tcaf\xe9\0").strip()

@@ -1,4 +1,4 @@
-"""Story: a worker is SIGKILLed while it clones the replay target (issue 10, point 3).
+"""Story: a worker is SIGKILLed while it clones the replay target.
 
 The clone is made in ``.<target>.clone-<pid>-<hex>`` beside the target and renamed into place
 when done, so the kill leaves no half-cloned target -- but it leaves the staging directory. The

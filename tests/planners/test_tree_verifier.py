@@ -102,7 +102,7 @@ def test_it_passes_a_replayed_tree_whose_source_used_modes_git_no_longer_writes(
         tmp_path: Path) -> None:
     """A zero-padded ``040000`` subtree and a ``100664`` file: the replay writes the canonical
     tree (another id, the same files), which passes, with the reason in the detail; a tree
-    that differs in content still fails (issue 10)."""
+    that differs in content still fails (DESIGN.md section 5.5)."""
     _, old_tree = _history_ending_in_an_old_git_tree(tmp_path / "source")
     task = tmp_path / "task.toml"
     task.write_text((FIXTURES / "git_replay.toml").read_text().replace('"last:8"', '"last:1"'))

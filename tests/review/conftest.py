@@ -1,6 +1,6 @@
 """Dashboard test setup: a checkpoint keyring in the environment, the three roles, and personas.
 
-Personas (house style 10): ``operator``, ``reviewer`` and ``admin`` are in their groups; a
+Personas (STYLE.md rule 10): ``operator``, ``reviewer`` and ``admin`` are in their groups; a
 ``stranger`` is signed in but in no group; ``anonymous`` is not signed in.
 """
 

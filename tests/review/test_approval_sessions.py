@@ -1,4 +1,4 @@
-"""Two web findings of issue 13 point 7: Approve on an expired approval is a refresh (it needs the
+"""Two web findings of a review of the dashboard: Approve on an expired approval is a refresh (it needs the
 refresh permission), and two sessions of one approver or reviewer racing on a run get a message
 that says what happened (DESIGN.md section 6.6)."""
 

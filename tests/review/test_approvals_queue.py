@@ -1,6 +1,6 @@
 """The approvals queue shows each waiting action with its risk, dry-run diff, environment version
-and fingerprint and approval state, and offers exactly the actions that state allows (issue:
-"approvals queue: pending actions with the dry-run diff, approve, deny, refresh expired")."""
+and fingerprint and approval state, and offers exactly the actions that state allows:
+approve and deny a waiting write, refresh an expired approval (DESIGN.md sections 6.2 and 6.6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An operator approves a waiting write from the queue: the approval is signed as the signed-in
-user, bound to the fingerprint the page showed, and the run goes back to a worker (issue:
-"approve"; DESIGN.md section 6)."""
+user, bound to the fingerprint the page showed, and the run goes back to a worker
+(DESIGN.md section 6.2)."""
 
 from __future__ import annotations
 

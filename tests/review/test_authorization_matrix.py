@@ -1,7 +1,7 @@
 """Authorization matrix: every dashboard URL x every persona x (page, htmx fragment) gets the right
 status code, the check is made by the view, not the template, and no change goes through without
-CSRF (issue: "Roles: operator (approve, deny, refresh, cancel), reviewer (decide cases), admin
-(all, plus trace); every change is a POST with CSRF")."""
+CSRF: operator (approve, deny, refresh, cancel), reviewer (decide cases), admin (all, plus the
+trace browser), every change a POST (DESIGN.md section 6.6; STYLE.md rule 6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """An operator cancels a live run from its page: the request is recorded with who asked, and the
-worker driving the run settles any pending write before it stops (issue: operator "cancel")."""
+worker driving the run settles any pending write before it stops (DESIGN.md section 6.1)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Conflict evidence on the case page: the planned write beside the landed one, by content
-(issue 15 point 1; DESIGN.md section 6.6)."""
+(a receipt conflict is decided on content, not digests; DESIGN.md section 6.6)."""
 
 from __future__ import annotations
 

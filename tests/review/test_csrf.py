@@ -1,4 +1,4 @@
-"""Every change is a POST with CSRF: without the token nothing goes through (issue: "Roles")."""
+"""Every change is a POST with CSRF: without the token nothing goes through (DESIGN.md section 6.6)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """``manage.py demo`` seeds runs in every state by replaying real git history and by driving the
 chat-tools planner against the demo's fake model, creates one login per role, and does it once: a
-second start reuses what is there, ``--reset`` deletes what it seeded and seeds again (issue: "Demo
-... seeds runs in every state by replaying real repository history ... and prints the URL and demo
-logins"; issue 11 point 8, a model-driven run next to the replays; issue 15 point 5, a run that
-stays running, two conflicts, ``--reset``)."""
+second start reuses what is there, ``--reset`` deletes what it seeded and seeds again. The demo
+prints the URL and the demo logins; next to the replays it has model-driven runs, a run that stays
+running and two conflicts, so every page has something true to show (DESIGN.md section 6.7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """An operator denies a waiting write with a reason: it never runs and the run ends failed, with
-the operator and the reason in the trace (issue: "deny")."""
+the operator and the reason in the trace (DESIGN.md section 6.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``manage.py check --deploy`` is clean with production settings (issue: "Roles")."""
+"""``manage.py check --deploy`` is clean with production settings (STYLE.md rule 9)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A signed evidence bundle of a run verifies offline, and every kind of tampering with it is
 named: the bundle's export signature, an edited or removed trace event, a checkpoint envelope that
-does not open, a committed checkpoint that is not the high-water mark's (issue: "export a signed
-evidence bundle (JSON) that `manage.py verify_bundle FILE` checks offline"; DESIGN.md section 4.8).
+does not open, a committed checkpoint that is not the high-water mark's, so the bundle proves what it holds
+without the database (DESIGN.md section 4.8).
 
 Bundles are signed with the Ed25519 *export* key: whoever lacks its private half (a worker, which
 holds the checkpoint key and only public keys) cannot re-sign an edited bundle."""

@@ -1,6 +1,6 @@
 """Approvers see invisible characters marked, never acting (DESIGN.md section 2.2).
 
-Story (issue 13): a commit touching ``invoice\u202etxt.exe`` showed the approver
+Story: a commit touching ``invoice\u202etxt.exe`` showed the approver
 ``invoiceexe.txt``. The ``mark_invisible`` filter replaces every Cc/Cf character with a labelled
 mark and never emits the character itself; ``has_invisible`` lets a page add a warning.
 """

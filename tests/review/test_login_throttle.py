@@ -1,4 +1,5 @@
-"""Failed sign-ins are throttled per username and per client address (issue: "Roles")."""
+"""Failed sign-ins are throttled per username and per client address, so
+passwords cannot be guessed at speed (``review.throttle``)."""
 
 from __future__ import annotations
 

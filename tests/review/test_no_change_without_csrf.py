@@ -1,6 +1,6 @@
 """On real runs: a well-formed approve, refresh, deny, cancel or decision without the CSRF token
 changes nothing at all -- not the run, not its checkpoint generation, not its trace -- and the same
-request with the token does (issue: "every change is a POST with CSRF")."""
+request with the token does (every change is a POST with CSRF; DESIGN.md section 6.6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A reviewer registers a passkey and signs a decision with it through the dashboard's endpoints
 (a software authenticator stands in for the browser's); the password fallback can be turned off
-(issue 13 point 2; DESIGN.md section 6.9). The browser story is
+(DESIGN.md section 6.9). The browser story is
 ``tests/browser/test_reviewer_signs_with_passkey.py``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Query counts of the runs list, run detail, approvals queue and review cases pages stay
-constant as runs, checkpoints and trace events grow tenfold (issue: "Must show")."""
+constant as runs, checkpoints and trace events grow tenfold (DESIGN.md section 6.8)."""
 
 from __future__ import annotations
 

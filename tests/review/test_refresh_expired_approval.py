@@ -1,6 +1,6 @@
 """An operator refreshes an expired approval: fresh evidence bound to the current environment,
-the old evidence sealed into the trace, and the write then runs exactly once (issue: "refresh
-expired"; DESIGN.md section 6: expiry is not corruption)."""
+the old evidence sealed into the trace, and the write then runs exactly once (DESIGN.md
+section 6.2: expiry is not corruption)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Review cases: a list with a status filter, and a case page with the pending intent beside the
 conflicting receipt (differing fields highlighted), fingerprints, the trace excerpt and the exact
-binding a decision is signed over (issue: "review cases"; DESIGN.md section 6)."""
+binding a decision is signed over (DESIGN.md section 6.3)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """A reviewer decides a case from its page: the password is re-entered, the decision is signed as
 the signed-in user over the binding the page showed, and the runtime applies it -- or refuses it
-and keeps the run frozen, which the page says plainly (issue: "sign replan or abort after
-re-entering the password, a clear refusal message"; DESIGN.md sections 6 and 7: a decision not
+and keeps the run frozen, which the page says plainly (DESIGN.md sections 6 and 7: a decision not
 bound to the receipt fingerprint, both digests, environment version and nonce)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``manage.py export_bundle RUN_ID --out FILE`` writes the bundle and ``manage.py verify_bundle
 FILE`` checks it offline: exit 0 "bundle verifies", non-zero listing what failed, and no database
-needed -- only public keys, ``--public-keys`` from ``manage.py keys export-public`` (issue:
-"`manage.py verify_bundle FILE` checks offline"; DESIGN.md section 4.8)."""
+needed -- only public keys, ``--public-keys`` from ``manage.py keys export-public`` (DESIGN.md
+section 4.8)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Named crash points are inert until a test arms one in a child, which then SIGKILLs itself.
 
-House style 8; DESIGN.md section 8 (kill the process before and after every persistence step).
+STYLE.md rule 8; DESIGN.md section 8 (kill the process before and after every persistence step).
 """
 
 from __future__ import annotations

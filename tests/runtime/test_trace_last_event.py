@@ -1,6 +1,6 @@
 """Altering the *last* trace event of a run is detected (DESIGN.md sections 4.8 and 7).
 
-Story (issue 13, a mutation-check hole): every chain test edited an event in the middle, whose
+Story (a hole a mutation check found): every chain test edited an event in the middle, whose
 successor's ``prev_hash`` exposes it; nothing follows the last event, so only its own hash and
 the head anchored on the run row (and, offline, in the signed bundle) can. Someone with database
 access edits the last event -- with and without recomputing its hash -- and both the live check

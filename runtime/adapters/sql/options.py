@@ -1,6 +1,6 @@
 """The SQL adapter's options: target, statement templates, parameter schemas, redacted columns.
 
-Declared as pydantic models (issue 11, plug-ins validate their own options) so every bad field is
+Declared as pydantic models (a plug-in validates its own options, DESIGN.md section 5.10) so every bad field is
 reported with its TOML path under ``[environment.options]``. A task spec never carries SQL the
 model wrote: it names the only statements a run may apply (DESIGN.md section 5.11), each a single
 parameterized statement with ``:name`` placeholders and a schema for every parameter. Imports

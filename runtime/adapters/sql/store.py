@@ -14,7 +14,7 @@ The tables are created once, when the instance row does not exist yet. Afterward
 receipt or fence table is never re-created: "no receipt" could then no longer be told from
 "receipts lost", so every call fails closed with :class:`SqlReceiptStoreMissingError`.
 
-Functions named ``*_txn`` run inside the caller's transaction (house style 7). Imports nothing
+Functions named ``*_txn`` run inside the caller's transaction (STYLE.md rule 7). Imports nothing
 from Django.
 """
 

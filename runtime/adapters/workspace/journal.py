@@ -30,7 +30,7 @@ human can say what happened. The receipt's ``committed_at`` for a recovered writ
 recovery time: never earlier than the real rename, so an approval-expiry check errs on the side
 of review.
 
-Reading is incremental (issue 9: a call must not cost O(writes)): the process keeps the state it
+Reading is incremental (a call must not cost O(writes); DESIGN.md section 5.3): the process keeps the state it
 replayed from each of its last ``LAST_READS`` journals and where that read ended (file identity,
 byte offset, the 64 bytes before it), and the next load -- by any adapter object of that
 workspace in this process -- parses only the lines appended since, when the file is the same

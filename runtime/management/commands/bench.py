@@ -2,13 +2,13 @@
 
 Prints a Markdown report: medians (p95 for latencies) with their ratio to a floor measured in the
 same run (a bare 1 KiB INSERT + COMMIT), exact counts (statements, round trips, durable
-transactions per checkpoint advance and per write action), ratios, and issue 9's targets met or
-not. Sections: the floor; checkpoint commit and restore at 0, 300 and 3,000 executed writes; a
-300-commit git-history replay against a plain ``git commit`` loop; recovery after a SIGKILL;
-peak memory; trace verification; attachments; 1,000 orphaned runs resumed by a two-process
-Celery worker and by ``resume --all-orphaned``; a 10,000-step run's worker memory. Runs against
-a throwaway database on the same engine as ``DATABASE_URL`` (see ``runtime.bench``); the user's
-database is never opened.
+transactions per checkpoint advance and per write action), ratios, and the cost targets
+(``runtime/bench/targets.py``) met or not. Sections: the floor; checkpoint commit and restore at
+0, 300 and 3,000 executed writes; a 300-commit git-history replay against a plain ``git commit``
+loop; recovery after a SIGKILL; peak memory; trace verification; attachments; 1,000 orphaned
+runs resumed by a two-process Celery worker and by ``resume --all-orphaned``; a 10,000-step
+run's worker memory. Runs against a throwaway database on the same engine as ``DATABASE_URL``
+(see ``runtime.bench``); the user's database is never opened.
 """
 
 from __future__ import annotations

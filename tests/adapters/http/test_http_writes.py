@@ -1,7 +1,7 @@
 """Stories: the HTTP adapter against a real orders service on loopback (DESIGN.md section 5.8).
 
 An agent's adapter books orders with the run's idempotency key; the counts come from the
-service's own SQLite store. Each failure issue 11 names is one test: host, method and path not
+service's own SQLite store. Each way an HTTP write can go wrong is one test: host, method and path not
 allowed (refused before any request), same key with another payload (the stored receipt comes
 back, so the engine freezes the run for review), a request still in flight (409, retried later),
 5xx and timeouts (settled by key), a stale fencing token, an expired credential.
