@@ -20,7 +20,7 @@ the README's "Layout" section describes, and say exactly which line breaks it:
        Over 400 lines: one state machine table and its checks read best in one place.
 
    The count is physical lines of the file, as ``wc -l`` counts them.
-4. **Layers between folders** (``runtime/DESIGN.md`` Overview, "where to start reading"):
+4. **Layers between folders** (the design document's Overview, "Where to start reading"):
 
    * no loop between folders: a *folder* is ``runtime.<name>`` or ``review.<name>`` with all
      it contains, and one folder importing another that imports it back (through any chain) is
