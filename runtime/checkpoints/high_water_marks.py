@@ -96,9 +96,8 @@ def hwm_read(*, run: Run) -> HighWaterMarkInfo:
 def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> None:
     """Compare-and-set the HWM of ``run`` from ``expected`` to ``generation`` with ``digest``.
 
-    On the default alias this runs inside the caller's transaction and commits (or rolls back)
-    with the caller's fence; on a separate HWM database it commits here, after the main
-    transaction that is the commit point (``runtime.checkpoints.transaction``). A mark already at
+    It commits here, in the mark store's own transaction, after the main transaction that is
+    the commit point (``runtime.checkpoints.transaction``). A mark already at
     exactly ``generation`` and ``digest`` is success: the same commit, completed by a reader
     first (``runtime.checkpoints.mark_completion``).
 
@@ -112,8 +111,8 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
         StaleGenerationError: the HWM is neither at ``expected`` nor at this commit (another
             commit got there first).
         HighWaterMarkMissingError: the HWM row, table or database is missing; the mark did not
-            move (with the mark in its own database the caller's main transaction may have
-            committed: ``runtime.checkpoints.transaction`` says so with ``MarkPendingError``).
+            move (the caller's main transaction may have committed:
+            ``runtime.checkpoints.transaction`` says so with ``MarkPendingError``).
     """
     alias = hwm_alias()
 
@@ -141,11 +140,8 @@ def hwm_advance(*, run: Run, expected: int, generation: int, digest: str) -> Non
         )
 
     try:
-        if alias == DEFAULT_DB_ALIAS:
-            cas()  # inside the caller's transaction: commits (or rolls back) with the fence
-        else:
-            with transaction.atomic(using=alias):
-                cas()  # commits here: the commit point
+        with transaction.atomic(using=alias):
+            cas()
     except HWM_STORE_ERRORS as exc:
         raise HighWaterMarkMissingError(
             f"the high-water mark store is unavailable ({type(exc).__name__}): the mark did not move",
@@ -199,7 +195,7 @@ def hwm_adopt_from_main() -> int:
     """
     alias = hwm_alias()
     table = HighWaterMark._meta.db_table
-    if alias == DEFAULT_DB_ALIAS or table not in connections[DEFAULT_DB_ALIAS].introspection.table_names():
+    if table not in connections[DEFAULT_DB_ALIAS].introspection.table_names():
         return 0
     fields = ("task_id", "run_id", "environment_instance_id", "generation", "checkpoint_digest",
               "updated_at")

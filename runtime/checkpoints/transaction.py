@@ -1,10 +1,10 @@
 """The transaction(s) of one checkpoint advance (DESIGN.md section 4.3).
 
 ``runtime.checkpoints.protocol.checkpoint_commit`` prepares a :class:`CommitPlan` (sealed envelope,
-hashed ledger entries, trace events) and :func:`commit_plan_apply` writes it: ONE transaction
-when the high-water mark is on the default database; with the mark in its own database (the
-default, section 4.2) one transaction on the main database, the commit point, then the mark's
-compare-and-set, which ``runtime.checkpoints.mark_completion`` finishes if the writer dies in between. Split
+hashed ledger entries, trace events) and :func:`commit_plan_apply` writes it: one transaction on
+the main database, the commit point, then the mark's compare-and-set in the mark's own database
+(always a database of its own, section 4.2), which ``runtime.checkpoints.mark_completion``
+finishes if the writer dies in between. Split
 from ``runtime.checkpoints.protocol`` so each module stays one concept: that one is the protocol's
 services and restore, this one its write path.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, router, transaction
+from django.db import IntegrityError, router, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Now
 
@@ -38,7 +38,6 @@ from runtime.checkpoints.high_water_marks import hwm_advance
 from runtime.ownership.leases import Lease, held_by
 from runtime.checkpoints.ledger import ledger_orphans_drop, ledger_rows_add
 from runtime.models import Checkpoint, Run, TraceEvent
-from runtime.database.routers import hwm_alias
 from runtime.evidence.trace import trace_head_forget, trace_head_hint, trace_head_remember, trace_rows_build
 
 AFTER_LEDGER_ROWS = register(
@@ -52,7 +51,6 @@ AFTER_APPEND = register(
 )
 BEFORE_HWM_CAS = register(
     "checkpoint.before_hwm_cas",
-    "one database: the run row is fenced in the open transaction; the mark in its own database: "
     "the main transaction committed g+1 (the commit point), the mark still says g",
 )
 AFTER_COMMIT = register(
@@ -62,7 +60,7 @@ AFTER_COMMIT = register(
 )
 AFTER_HWM_CAS = register(
     "checkpoint.after_hwm_cas",
-    "the HWM CAS g -> g+1 ran: committed if the HWM has its own database, else still uncommitted",
+    "the mark's compare-and-set g -> g+1 committed in its own database",
 )
 
 
@@ -222,11 +220,10 @@ def _fence(plan: CommitPlan) -> list[TraceEvent]:
     return rows
 
 
-def _main_transaction(plan: CommitPlan, *, mark_inside: bool) -> None:
+def _main_transaction(plan: CommitPlan) -> None:
     """The main database's transaction of an advance (DESIGN.md section 4.3): fence UPDATE (which
     also names g+1 and its digest on the run row), the engine's rows, uncovered ledger rows
-    dropped, ledger rows, checkpoint row, the mark's compare-and-set when ``mark_inside`` (the
-    mark on the default database), trace rows. Its COMMIT is the commit point."""
+    dropped, ledger rows, checkpoint row, trace rows. Its COMMIT is the commit point."""
     lease, envelope, row = plan.lease, plan.envelope, plan.row
     try:
         with transaction.atomic():
@@ -243,8 +240,6 @@ def _main_transaction(plan: CommitPlan, *, mark_inside: bool) -> None:
             # content-addressed by (run, digest)); one INSERT, no SELECT first.
             compiled_insert(alias=router.db_for_write(Checkpoint), objs=[row], ignore_conflicts=True)
             crash_point(AFTER_APPEND)
-            if mark_inside:
-                _mark_advance(plan)
             compiled_insert(alias=router.db_for_write(TraceEvent), objs=trace_rows)
     except IntegrityError:
         trace_head_forget(lease.run_id)
@@ -275,26 +270,23 @@ def _ledger_conflict(lease: Lease, before: LedgerHead) -> CheckpointInvariantErr
 
 
 def commit_plan_apply(plan: CommitPlan) -> None:
-    """Write ``plan``: one transaction on one database; with the mark in its own database, one
-    on the main database (the commit point) and the mark's compare-and-set.
+    """Write ``plan``: one transaction on the main database (the commit point), then the mark's
+    compare-and-set in its own database.
 
     Raises:
         LeaseLostError: the fence failed (taken over, expired, state version moved on).
         IdentityMismatchError / ScenarioMismatchError: the envelope is not this run's.
-        StaleGenerationError / HighWaterMarkMissingError: the HWM CAS failed; nothing committed.
-        MarkPendingError: with the mark in its own database, the main transaction committed g+1
-            and the mark could not be moved; the next restore completes it
+        StaleGenerationError: the run row is not at the generation the plan extends (the fence
+            refuses it); nothing committed.
+        MarkPendingError: the main transaction committed g+1 and the mark could not be moved; the next restore completes it
             (``runtime.checkpoints.mark_completion``). A StaleGenerationError there means another holder
             has moved the run on since.
         CheckpointInvariantError: a ledger entry's ``seq`` or ``(kind, key)`` is already stored.
         RunNotFoundError: no such run.
     """
-    mark_inside = hwm_alias() == DEFAULT_DB_ALIAS
-    _main_transaction(plan, mark_inside=mark_inside)
-    if mark_inside:
-        return
-    # The mark in its own database (the default, DESIGN.md section 4.2): its compare-and-set
-    # after the commit point. A crash here leaves the mark one behind the run row, and
+    _main_transaction(plan)
+    # The mark in its own database (DESIGN.md section 4.2): its compare-and-set after the commit
+    # point. A crash here leaves the mark one behind the run row, and
     # runtime.checkpoints.mark_completion moves it before anything reads it as committed.
     try:
         _mark_advance(plan)

@@ -7,11 +7,28 @@ from typing import Any
 
 from django.conf import settings
 
+from runtime.errors import ConfigurationError
+
+
+HWM_ALIAS = "hwm"
+"""The database alias of the high-water mark store, always a database of its own (DESIGN.md
+section 4.2): the mark is what makes a restore of the main database fail closed."""
+
 
 def hwm_alias() -> str:
-    """The database alias holding ``HighWaterMark`` rows: ``"hwm"`` (always configured by
-    ``runtime.project.settings``); ``"default"`` only under settings that define no ``hwm`` alias."""
-    return "hwm" if "hwm" in settings.DATABASES else "default"
+    """The database alias holding ``HighWaterMark`` rows: always :data:`HWM_ALIAS`.
+
+    ``runtime.project.settings`` always configures it, apart from the main database; there is
+    no mode that keeps the mark inside the main database's transaction.
+
+    Raises:
+        ConfigurationError: the settings in use define no ``hwm`` database.
+    """
+    if HWM_ALIAS not in settings.DATABASES:
+        raise ConfigurationError(
+            f"the settings define no {HWM_ALIAS!r} database for the high-water mark store: use "
+            "runtime.project.settings (RATCHET_HWM_DATABASE_URL names the store)")
+    return HWM_ALIAS
 
 
 class HighWaterMarkRouter:

@@ -76,6 +76,5 @@ def db_counting() -> Iterator[DbCounts]:
     counts = DbCounts()
     with ExitStack() as stack:
         stack.enter_context(_counted(DEFAULT_DB_ALIAS, counts, main=True))
-        if hwm_alias() != DEFAULT_DB_ALIAS:
-            stack.enter_context(_counted(hwm_alias(), counts, main=False))
+        stack.enter_context(_counted(hwm_alias(), counts, main=False))
         yield counts

@@ -35,8 +35,6 @@ class Command(DjangoMigrate):
             return
         super().handle(*args, **{**options, "database": DEFAULT_DB_ALIAS})
         store = hwm_alias()
-        if store == DEFAULT_DB_ALIAS:
-            return
         if options["verbosity"] >= 1:
             self.stdout.write(self.style.MIGRATE_HEADING(f"High-water mark store ({store}):"))
         super().handle(*args, **{**options, "database": store})
