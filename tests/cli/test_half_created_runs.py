@@ -77,7 +77,7 @@ def test_it_lists_and_discards_a_run_killed_while_it_was_created(
     wait_for(lambda: _lease_expired(run.run_id), timeout=10, what="the killed creator's lease to expire")
 
     with caplog.at_level(logging.WARNING, logger="runtime.workers.run_discard"):
-        said = _manage("discard-run", run.run_id, "--operator", "olivia")
+        said = _manage("discard_run", run.run_id, "--operator", "olivia")
 
     assert f"run {run.run_id} discarded by olivia" in said
     assert said.strip() in caplog.text
@@ -122,7 +122,7 @@ def test_it_refuses_while_the_creator_may_still_be_alive(tmp_path: Path, source:
     with pytest.raises(LeaseHeldError):
         run_discard(run_id=run.run_id, operator="olivia")
     with pytest.raises(CommandError):
-        _manage("discard-run", run.run_id, "--operator", "olivia")
+        _manage("discard_run", run.run_id, "--operator", "olivia")
 
     assert Run.objects.filter(run_id=run.run_id).exists()
     assert Checkpoint.objects.filter(run_id=run.run_id).count() == orphans

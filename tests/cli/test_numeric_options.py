@@ -21,7 +21,7 @@ from tests.engine.support import write_scripted_task
 from tests.helpers.procs import run_manage
 
 # Commands whose numeric options other parts of the project own and check themselves.
-NOT_HERE = {"chaos", "admission", "combinations", "gateway", "gateway-tokens", "bench-gateway"}
+NOT_HERE = {"chaos", "admission", "combinations", "gateway", "gateway_tokens", "bench_gateway"}
 
 APPROVE = ["approve", "RUN", "--approver", "olivia", "--fingerprint", "sha256:" + "0" * 64]
 
@@ -51,11 +51,11 @@ REFUSED = [
     ("demo", ["--port", "0"], "--port"),
     ("demo", ["--port", "70000"], "--port"),
     ("demo", ["--concurrency", "0"], "--concurrency"),
-    ("replay-check", ["repo", "--kills", "-1"], "--kills"),
-    ("replay-check", ["repo", "--lease-seconds", "0"], "--lease-seconds"),
-    ("replay-check", ["repo", "--git-share", "nan"], "--git-share"),
-    ("replay-check", ["repo", "--git-share", "1.5"], "--git-share"),
-    ("replay-check", ["repo", "--child-timeout", "inf"], "--child-timeout"),
+    ("replay_check", ["repo", "--kills", "-1"], "--kills"),
+    ("replay_check", ["repo", "--lease-seconds", "0"], "--lease-seconds"),
+    ("replay_check", ["repo", "--git-share", "nan"], "--git-share"),
+    ("replay_check", ["repo", "--git-share", "1.5"], "--git-share"),
+    ("replay_check", ["repo", "--child-timeout", "inf"], "--child-timeout"),
     ("worker", ["--concurrency", "0"], "--concurrency"),
 ]
 

@@ -52,6 +52,6 @@ def test_it_lets_one_of_three_concurrent_resumes_recover_and_keeps_effects_uniqu
     assert len(effects) == SOURCE_COMMITS and set(effects.values()) == {1}
     assert len(trace_events(run_id, "recovery.succeeded")) == 1
     assert len(trace_events(run_id, "write.reconciled")) == 1
-    stats = json.loads(run_manage("recovery-stats", "--json", "--run", run_id).stdout)
+    stats = json.loads(run_manage("recovery_stats", "--json", "--run", run_id).stdout)
     assert (stats["recoveries"], stats["success_rate"]) == (1, 1.0)
     assert stats["duplicate_submissions"] == 0

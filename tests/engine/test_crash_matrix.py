@@ -149,7 +149,7 @@ def _manage(*args: str) -> str:
 
 
 def _assert_recovered_cleanly(run_id: str, resumes: int) -> None:
-    numbers = json.loads(_manage("recovery-stats", "--json", "--run", run_id))
+    numbers = json.loads(_manage("recovery_stats", "--json", "--run", run_id))
     assert numbers["recoveries"] == resumes
     assert (numbers["success_rate"], numbers["failed"]) == (1.0, 0)
     assert numbers["duplicate_submissions"] == 0 and numbers["audited_runs"] == 1
@@ -192,7 +192,7 @@ def test_it_matches_an_uninterrupted_run(replay_task: Path, source: Path) -> Non
     run_id = _run_id(done)
 
     _assert_replayed_exactly_once(run_id, source)
-    stats = json.loads(_manage("recovery-stats", "--json", "--run", run_id))
+    stats = json.loads(_manage("recovery_stats", "--json", "--run", run_id))
     assert (stats["recoveries"], stats["duplicate_submissions"]) == (0, 0)
 
 

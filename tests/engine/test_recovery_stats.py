@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _stats(run_id: str) -> dict:
-    out = run_manage("recovery-stats", "--json", "--run", run_id)
+    out = run_manage("recovery_stats", "--json", "--run", run_id)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 

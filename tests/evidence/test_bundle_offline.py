@@ -59,7 +59,7 @@ def test_it_verifies_a_bundle_offline_with_public_keys_alone(completed_bundle, p
     assert bundle_verify(completed_bundle) == []
     assert completed_bundle["signature"]["key_id"] == "export-test-1"
     assert len(completed_bundle["signature"]["mac"]) == 128  # Ed25519
-    result = run_manage("verify-bundle", str(_write(tmp_path, completed_bundle)), "--public-keys",
+    result = run_manage("verify_bundle", str(_write(tmp_path, completed_bundle)), "--public-keys",
                         str(public_keys), env=_auditor_env(tmp_path))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"bundle verifies: run {completed_bundle['run']['run_id']}")
@@ -80,7 +80,7 @@ def test_it_fails_offline_verification_of_a_forged_bundle(completed_bundle, publ
         ("resigned.json", resigned, "signature: signature does not verify"),
         ("stranger.json", stranger, "signature: signed with a key id this trust root does not know"),
     ):
-        result = run_manage("verify-bundle", str(_write(tmp_path, bundle, name)), "--public-keys",
+        result = run_manage("verify_bundle", str(_write(tmp_path, bundle, name)), "--public-keys",
                             str(public_keys), env=_auditor_env(tmp_path))
         assert result.returncode == 1, name
         assert "bundle does NOT verify" in result.stderr and expected in result.stderr, (name, result.stderr)

@@ -75,12 +75,12 @@ def test_it_verifies_in_a_process_that_has_no_database(
         DATABASE_URL="postgres://nobody@127.0.0.1:9/no_such_database",
         RATCHET_KEY_FILE=str(tmp_path / "no-key-file.json"),
     )
-    ok = run_manage("verify-bundle", str(exported), "--public-keys", str(public_keys), env=env)
+    ok = run_manage("verify_bundle", str(exported), "--public-keys", str(public_keys), env=env)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("bundle verifies: run run-cli")
     assert not (tmp_path / "no-key-file.json").exists(), "the offline check never creates keys"
 
-    without_keys = run_manage("verify-bundle", str(exported), env=env)
+    without_keys = run_manage("verify_bundle", str(exported), env=env)
     assert without_keys.returncode != 0, "no public keys, no verdict"
     assert "bundle verifies" not in without_keys.stdout
     assert "Traceback" not in without_keys.stderr, "a missing key is named, not a crash"
@@ -89,7 +89,7 @@ def test_it_verifies_in_a_process_that_has_no_database(
     bundle = json.loads(exported.read_text())
     bundle["high_water_mark"]["generation"] = 1
     exported.write_text(json.dumps(bundle))
-    bad = run_manage("verify-bundle", str(exported), "--public-keys", str(public_keys), env=env)
+    bad = run_manage("verify_bundle", str(exported), "--public-keys", str(public_keys), env=env)
     assert bad.returncode == 1
     assert "  - signature: signature does not verify" in bad.stderr
     assert "committed checkpoint: its generation is not the high-water mark's" in bad.stderr
