@@ -1,7 +1,6 @@
 """Approval after a write that committed before a crash only reconciles (DESIGN.md section 6)."""
 
 import time
-from datetime import UTC, datetime
 
 import pytest
 
@@ -9,6 +8,7 @@ from runtime.decisions.approvals import approval_grant
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.core.ledger import state_ledger
+from runtime.database.clock import db_now
 from runtime.engine import run_advance
 from runtime.models import Run, TraceEvent
 from tests.helpers.procs import KILLED, child_env, run_manage
@@ -18,16 +18,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_it_only_reconciles_a_write_that_committed_before_the_crash(story):
     item = story.waiting()
-    # Long enough for a slow machine to start the worker child before it expires; the test then
-    # waits out the rest, so the resume below meets an approval that has expired too.
+    # Valid long enough for a loaded machine to start the worker child and reach the write: the
+    # child is stopped at its crash point first, and only then does the test let the approval
+    # expire, judged by the database clock (the one every expiry check reads).
     granted = approval_grant(run_id=story.run_id, approver="olivia",
-                             environment_fingerprint=item.environment_fingerprint, ttl_seconds=8)
+                             environment_fingerprint=item.environment_fingerprint, ttl_seconds=30)
     # A worker executes the approved write and is SIGKILLed before recording anything.
     crashed = run_manage("resume", story.run_id, "--no-progress",
                          env=child_env(RATCHET_CRASH_AT="engine.after_execute", RATCHET_LEASE_SECONDS="1"))
     assert crashed.returncode == KILLED, crashed.stderr
     assert (story.workspace / "limits.toml").exists()
-    time.sleep(max(0.0, (granted.expires_at - datetime.now(UTC)).total_seconds()) + 0.2)
+    deadline = time.monotonic() + 120
+    while db_now() <= granted.expires_at and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert db_now() > granted.expires_at, "the approval did not expire by the database clock"
     report = run_advance(run_id=story.run_id, worker="worker-b", wait_seconds=5)
     assert report.phase == "completed"
     assert story.effects_for(item.idempotency_key) == 1
