@@ -14,6 +14,11 @@ from runtime.errors import PathEscapeError
 
 MAX_PATH_CHARS = 4096
 
+MAX_NAME_BYTES = 255
+"""The longest path component, in bytes of its UTF-8 encoding: the file systems' ``NAME_MAX``.
+A longer name cannot be created on disk, so it is refused before anything is journalled or
+written, instead of failing as an untyped ``OSError`` halfway through a write."""
+
 
 def relative_path_refusal(path: Any, *, reserved: Iterable[str] = ()) -> tuple[str, str] | None:
     """Why the adapters refuse ``path``, or None when they accept it: the one rule, shared.
@@ -34,6 +39,10 @@ def relative_path_refusal(path: Any, *, reserved: Iterable[str] = ()) -> tuple[s
         return "path must be a non-empty string", repr(path)[:80]
     if len(path) > MAX_PATH_CHARS:
         return f"path is longer than {MAX_PATH_CHARS} characters", path[:80]
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "path is not valid Unicode text (it holds a lone surrogate)", repr(path)[:80]
     if path.startswith("/"):
         return "absolute paths are not allowed", path
     if "\\" in path or any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
@@ -45,6 +54,9 @@ def relative_path_refusal(path: Any, *, reserved: Iterable[str] = ()) -> tuple[s
     for index, part in enumerate(parts):
         if part in ("", ".", ".."):
             return "path has an empty, '.' or '..' component", path
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            return (f"path component is longer than {MAX_NAME_BYTES} bytes, the file system's name "
+                    "limit", path[:80] + "...")
         if part.lower() == ".git":
             return "paths into .git are not allowed", path
         if index == 0 and part.lower() in reserved_lower:
