@@ -106,6 +106,11 @@ def load_task_spec(path: str | Path) -> TaskSpec:
         # refuses anything deeper than the limit that did parse, with the same message.
         raise TaskSpecError(f"task spec {name} nests more than {MAX_NESTING_DEPTH} levels deep",
                             file=name) from None
+    except ValueError as exc:
+        # Python refuses to convert an integer literal of more than 4,300 digits
+        # (sys.get_int_max_str_digits) and tomllib lets that ValueError through untyped.
+        raise TaskSpecError(f"task spec {name} holds a value TOML cannot be read as: {exc}",
+                            file=name) from None
     _absolutise(raw, path.absolute().parent)
     spec = validate_task_spec(raw, source=f"task spec {name}", file=name)
     # Only here, where runs are created: a stored spec is not re-checked, so a run made before
