@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from runtime.core.canonical import canonical_json, digest_bytes
 from runtime.core.checkpoint import Action, Risk
@@ -30,9 +30,24 @@ from runtime.errors import PlannerError, ToolArgumentsError, UnknownToolError
 from runtime.planners.base import Done, PutBlob
 from runtime.plugins.registry import ADAPTERS, plugin_load
 from runtime.taskspec.offered_actions import FILE_ADAPTER_ACTIONS
+from runtime.taskspec.paths import spec_path_problem
 
 FINISH = "finish"
 MAX_CONTENT_CHARS = 1_000_000
+
+
+def _agent_path(value: str) -> str:
+    # A path an agent chose (a model's tool call, a gateway caller) is held to the rule of a path
+    # written in a task spec: besides the adapters' own rule, no invisible character (U+202E
+    # and the like would show an approver another name than the one written; DESIGN.md
+    # section 2.2). Checked after validation, so the schema the model sees is unchanged.
+    problem = spec_path_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+AgentPath = Annotated[str, StringConstraints(min_length=1, max_length=4096), AfterValidator(_agent_path)]
 
 
 class _Args(BaseModel):
@@ -42,7 +57,7 @@ class _Args(BaseModel):
 class WriteFileArgs(_Args):
     """Write UTF-8 ``content`` to the relative ``path`` (created or replaced)."""
 
-    path: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    path: AgentPath
     content: Annotated[str, StringConstraints(max_length=MAX_CONTENT_CHARS)]
     executable: bool = False
 
@@ -50,7 +65,7 @@ class WriteFileArgs(_Args):
 class DeleteFileArgs(_Args):
     """Delete the file at the relative ``path``."""
 
-    path: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    path: AgentPath
 
 
 class FinishArgs(_Args):
