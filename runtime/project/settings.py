@@ -304,6 +304,9 @@ RATCHET_GATEWAY_RATE_LIMIT = _positive_int("RATCHET_GATEWAY_RATE_LIMIT", 120)
 RATCHET_GATEWAY_RATE_WINDOW_SECONDS = _seconds("RATCHET_GATEWAY_RATE_WINDOW_SECONDS", 60.0)
 RATCHET_GATEWAY_MAX_BYTES = _positive_int("RATCHET_GATEWAY_MAX_BYTES", 1_048_576)
 RATCHET_GATEWAY_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_WAIT_SECONDS", 10.0)
+# The host names clients reach a gateway bound off loopback by (`manage.py gateway --host`): its
+# Host header must be one of them, so DNS-rebinding protection stays on (runtime/gateway/binding.py).
+RATCHET_GATEWAY_ALLOWED_HOSTS = _typed("RATCHET_GATEWAY_ALLOWED_HOSTS", env.list, [])
 # How long an MCP call whose client accepted the approval elicitation waits (bounded to 600 s),
 # how often it reads the run row meanwhile, and whether the gateway keeps restored sessions.
 RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS", 120.0)

@@ -1,7 +1,8 @@
 """``manage.py gateway``: the agent gateway's MCP server (DESIGN.md section 5.12).
 
 Streamable HTTP on ``127.0.0.1:8765/mcp`` by default (uvicorn; DNS-rebinding protection on for
-loopback), or ``--stdio`` for a client that starts the server itself (the token then comes from
+every address: off loopback the host names come from ``RATCHET_GATEWAY_ALLOWED_HOSTS``, and plain
+HTTP there is announced as a warning; ``runtime.gateway.binding``), or ``--stdio`` for a client that starts the server itself (the token then comes from
 ``RATCHET_GATEWAY_TOKEN``). The JSON API is served by the web server under ``/api/v1/``.
 """
 
@@ -40,7 +41,18 @@ class Command(BaseCommand):
             anyio.run(serve)
             return
         import uvicorn
+        from django.conf import settings
 
-        app = gateway_server().streamable_http_app(host=options["host"])
+        from runtime.errors import ConfigurationError
+        from runtime.gateway.binding import gateway_binding
+
+        try:
+            binding = gateway_binding(host=options["host"], allowed_hosts=settings.RATCHET_GATEWAY_ALLOWED_HOSTS,
+                                      tls=settings.RATCHET_TLS)
+        except ConfigurationError as exc:
+            raise CommandError(exc.message) from None
+        for warning in binding.warnings:
+            self.stderr.write(self.style.WARNING(warning))
+        app = gateway_server().streamable_http_app(host=options["host"], transport_security=binding.security)
         self.stderr.write(f"MCP gateway on http://{options['host']}:{options['port']}/mcp")
         uvicorn.run(app, host=options["host"], port=options["port"], log_level="warning")
