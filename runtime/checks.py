@@ -52,3 +52,21 @@ def hwm_store_shared(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
              "database that every worker reaches (unset, it is <name>_hwm beside the main one)",
         id="runtime.W001",
     )]
+
+
+@register(deploy=True)
+def metrics_token_set(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """runtime.W002 (``check --deploy``): ``/metrics`` has no bearer token, so it answers every
+    request from a loopback address, which behind a reverse proxy on the same host is every
+    request (DESIGN.md section 8.1)."""
+    from django.conf import settings
+
+    if getattr(settings, "RATCHET_METRICS_TOKEN", ""):
+        return []
+    return [Warning(
+        "RATCHET_METRICS_TOKEN is not set: /metrics answers any client whose request reaches the "
+        "web process from a loopback address, including everyone behind a reverse proxy on this host",
+        hint="set RATCHET_METRICS_TOKEN to a long random value and give it to Prometheus as its "
+             "bearer token (authorization.credentials in the scrape config)",
+        id="runtime.W002",
+    )]

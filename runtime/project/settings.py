@@ -236,7 +236,7 @@ def _positive_int(name: str, default: int) -> int:
 # RATCHET_TLS=1: Secure cookies, HTTPS redirect and one year of HSTS (each overridable below);
 # behind a TLS-terminating proxy also set RATCHET_PROXY_SSL_HEADER, or the redirect loops.
 # `manage.py check --deploy` is clean with RATCHET_TLS=1, RATCHET_HSTS_PRELOAD=1, RATCHET_DEBUG=0,
-# a long random DJANGO_SECRET_KEY and ALLOWED_HOSTS set.
+# RATCHET_METRICS_TOKEN, a long random DJANGO_SECRET_KEY and ALLOWED_HOSTS set.
 RATCHET_TLS = _typed("RATCHET_TLS", env.bool, False)
 SECURE_SSL_REDIRECT = _typed("RATCHET_SSL_REDIRECT", env.bool, RATCHET_TLS)
 SECURE_HSTS_SECONDS = _typed("RATCHET_HSTS_SECONDS", env.int, 31_536_000 if RATCHET_TLS else 0)

@@ -22,6 +22,7 @@ def _check_deploy(tmp_path: Path, **overrides: str) -> subprocess.CompletedProce
         RATCHET_TLS="1",
         RATCHET_HSTS_PRELOAD="1",
         ALLOWED_HOSTS="ratchet.example.com",
+        RATCHET_METRICS_TOKEN=secrets.token_urlsafe(32),
     )
     env.update(overrides)
     return subprocess.run(
@@ -46,3 +47,12 @@ def test_it_flags_insecure_cookies_in_check_deploy(tmp_path: Path) -> None:
     assert result.returncode != 0
     for warning in ("security.W004", "security.W012", "security.W016"):
         assert warning in result.stdout + result.stderr
+
+
+def test_it_flags_a_metrics_endpoint_without_a_token_in_check_deploy(tmp_path: Path) -> None:
+    """N15: without RATCHET_METRICS_TOKEN, /metrics answers every loopback client (everyone behind
+    a reverse proxy on the host); ``check --deploy`` says so."""
+    result = _check_deploy(tmp_path, RATCHET_METRICS_TOKEN="")
+    assert result.returncode != 0
+    assert "runtime.W002" in result.stdout + result.stderr
+    assert "RATCHET_METRICS_TOKEN" in result.stdout + result.stderr
