@@ -17,6 +17,11 @@ Lookup order for each root:
    the file is created on first use with mode 0600 (``RATCHET_CREATE_KEY_FILE``), and a root
    missing from an older file is added.
 
+A reviewer's own key is bound to that reviewer by name, in every key source: the key file's
+``reviewer.names`` and ``RATCHET_REVIEWER_KEY_NAMES="kid:name[,kid:name...]"`` for keys that
+come from the environment (:func:`reviewer_names`). A decision signed with a bound key must name
+that reviewer (DESIGN.md section 6.3).
+
 Private key bytes are never logged, printed or put in an error message (DESIGN.md section 4.1).
 """
 
@@ -220,20 +225,54 @@ def signer_for(root: TrustRoot | str, *, create: bool | None = None) -> Keyring:
     return _from_file(root, path, private=True, create=create)
 
 
-def reviewer_names(*, path: Path | None = None) -> dict[str, str]:
-    """``key_id -> reviewer name`` for reviewer keys bound to one person (their own key file).
+REVIEWER_NAMES_ENV = "RATCHET_REVIEWER_KEY_NAMES"
+"""``kid:name[,kid:name...]``: reviewer keys from the environment, each bound to one person."""
 
-    Read from the key file (or the public-key file ``path``); empty when none is configured.
-    A decision signed with a bound key must name that reviewer (DESIGN.md section 6.3).
+
+def _names_from_env() -> dict[str, str]:
+    names: dict[str, str] = {}
+    for index, entry in enumerate(p for p in os.environ.get(REVIEWER_NAMES_ENV, "").split(",") if p.strip()):
+        key_id, sep, name = entry.strip().partition(":")
+        if not sep or not key_id or not _is_reviewer_name(name):
+            raise KeyringError(f"{REVIEWER_NAMES_ENV} entry #{index + 1} is not kid:reviewer-name")
+        if names.get(key_id, name) != name:
+            raise KeyringError(f"{REVIEWER_NAMES_ENV} binds key {key_id} to two reviewers")
+        names[key_id] = name
+    return names
+
+
+def _is_reviewer_name(name: str) -> bool:
+    return bool(name) and len(name) <= 64 and all(c.isalnum() or c in "._-@" for c in name)
+
+
+def reviewer_names(*, path: Path | None = None) -> dict[str, str]:
+    """``key_id -> reviewer name`` for reviewer keys bound to one person (their own key).
+
+    From ``RATCHET_REVIEWER_KEY_NAMES`` (keys configured through the environment, the production
+    shape) and from the key file's ``reviewer.names`` (or the public-key file ``path`` an auditor
+    was given); empty when neither binds a key. A decision signed with a bound key must name
+    that reviewer (DESIGN.md section 6.3).
+
+    Raises:
+        KeyringError: the variable is malformed, or it and the file bind one key to two
+            reviewers (failing closed: which one signed cannot be told).
     """
+    bound = _names_from_env() if path is None else {}
     source = path or Path(settings.RATCHET_KEY_FILE)
     try:
         data = _read_file(source)
     except KeyringError:
-        return {}
+        return bound
     names = (data.get(TrustRoot.REVIEWER.value) or {}).get("names", {})
-    return {k: v for k, v in names.items() if isinstance(k, str) and isinstance(v, str)} \
-        if isinstance(names, dict) else {}
+    if isinstance(names, dict):
+        for key_id, name in names.items():
+            if not (isinstance(key_id, str) and isinstance(name, str)):
+                continue
+            if bound.get(key_id, name) != name:
+                raise KeyringError(f"reviewer key {key_id} is bound to two reviewers ({REVIEWER_NAMES_ENV} "
+                                   "and the key file)")
+            bound[key_id] = name
+    return bound
 
 
 def public_keys_document() -> dict[str, Any]:
@@ -289,11 +328,12 @@ def reviewer_key_create(*, name: str, out: Path) -> str:
         KeyringError: ``out`` exists, the name is not a short identifier, or the reviewer root
             is configured through the environment (then add the printed public key there).
     """
-    if not name or len(name) > 64 or not all(c.isalnum() or c in "._-@" for c in name):
+    if not _is_reviewer_name(name):
         raise KeyringError("a reviewer name is 1-64 letters, digits or . _ - @")
     if os.environ.get(_public_env_name(TrustRoot.REVIEWER)) or os.environ.get(_env_name(TrustRoot.REVIEWER)):
-        raise KeyringError("the reviewer trust root comes from the environment here; add the new "
-                           "public key to RATCHET_REVIEWER_PUBLIC_KEYS of every process instead")
+        raise KeyringError("the reviewer trust root comes from the environment here: add the new key's "
+                           "public key to RATCHET_REVIEWER_PUBLIC_KEYS and kid:name to "
+                           "RATCHET_REVIEWER_KEY_NAMES of every process instead")
     key_id = f"reviewer-{''.join(c if c.isalnum() else '-' for c in name)[:40]}-{secrets.token_hex(3)}"
     secret = SecretKey.generate()
     doc = {"format": REVIEWER_KEY_FORMAT, "reviewer": name, "key_id": key_id, "private": secret.to_b64()}
