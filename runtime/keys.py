@@ -320,25 +320,43 @@ def public_keys_load(path: Path) -> dict[TrustRoot, Keyring]:
     return rings
 
 
+def reviewer_root_from_env() -> bool:
+    """Whether the reviewer trust root is configured through environment variables."""
+    return bool(os.environ.get(_public_env_name(TrustRoot.REVIEWER)) or os.environ.get(_env_name(TrustRoot.REVIEWER)))
+
+
+def reviewer_key_env_entries(*, out: Path) -> tuple[str, str]:
+    """``(public key entry, name entry)`` to add to ``RATCHET_REVIEWER_PUBLIC_KEYS`` and
+    ``RATCHET_REVIEWER_KEY_NAMES`` for the reviewer key file ``out`` (public halves only).
+
+    Raises:
+        KeyringError: ``out`` is not a reviewer key file.
+    """
+    name, ring = reviewer_key_load(out)
+    key_id = ring.current_key_id
+    return f"{key_id}:{ring.public_keys()[key_id].to_b64()}", f"{key_id}:{name}"
+
+
 def reviewer_key_create(*, name: str, out: Path) -> str:
     """Create one reviewer's own Ed25519 key file at ``out`` (mode 0600) and add its public key,
     bound to ``name``, to the reviewer trust root in the key file. Returns the key id.
 
+    Where the reviewer root comes from the environment the key file is left alone: the operator
+    adds the public key to ``RATCHET_REVIEWER_PUBLIC_KEYS`` and ``kid:name`` to
+    ``RATCHET_REVIEWER_KEY_NAMES`` of every process (:func:`reviewer_key_env_entries` says what).
+
     Raises:
-        KeyringError: ``out`` exists, the name is not a short identifier, or the reviewer root
-            is configured through the environment (then add the printed public key there).
+        KeyringError: ``out`` exists, or the name is not a short identifier.
     """
     if not _is_reviewer_name(name):
         raise KeyringError("a reviewer name is 1-64 letters, digits or . _ - @")
-    if os.environ.get(_public_env_name(TrustRoot.REVIEWER)) or os.environ.get(_env_name(TrustRoot.REVIEWER)):
-        raise KeyringError("the reviewer trust root comes from the environment here: add the new key's "
-                           "public key to RATCHET_REVIEWER_PUBLIC_KEYS and kid:name to "
-                           "RATCHET_REVIEWER_KEY_NAMES of every process instead")
     key_id = f"reviewer-{''.join(c if c.isalnum() else '-' for c in name)[:40]}-{secrets.token_hex(3)}"
     secret = SecretKey.generate()
     doc = {"format": REVIEWER_KEY_FORMAT, "reviewer": name, "key_id": key_id, "private": secret.to_b64()}
     if not _write_private(Path(out), doc, exclusive=True):
         raise KeyringError("the reviewer key file already exists; choose another path", path=Path(out).name)
+    if reviewer_root_from_env():
+        return key_id
     path, _ = _key_file(None)
 
     def register(data: dict[str, Any]) -> None:

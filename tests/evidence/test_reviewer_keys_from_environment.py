@@ -55,3 +55,20 @@ def test_it_refuses_a_malformed_or_contradictory_binding(monkeypatch, value):
     monkeypatch.setenv("RATCHET_REVIEWER_KEY_NAMES", value)
     with pytest.raises(KeyringError, match="RATCHET_REVIEWER_KEY_NAMES"):
         reviewer_names()
+
+
+def test_reviewer_add_says_what_to_add_to_the_environment(tmp_path, ratchet_keys):
+    import json
+
+    from runtime.keys import reviewer_key_load
+    from tests.helpers.procs import child_env, run_manage
+
+    out = tmp_path / "carol.json"
+    added = run_manage("keys", "reviewer-add", "carol", "--out", str(out), env=child_env())
+
+    assert added.returncode == 0, added.stderr
+    _name, ring = reviewer_key_load(out)
+    key_id = ring.current_key_id
+    assert f"RATCHET_REVIEWER_KEY_NAMES: {key_id}:carol" in added.stdout
+    assert f"RATCHET_REVIEWER_PUBLIC_KEYS: {key_id}:{ring.public_keys()[key_id].to_b64()}" in added.stdout
+    assert json.loads(out.read_text())["private"] not in added.stdout  # never the private key

@@ -18,7 +18,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
-from runtime.keys import public_keys_document, reviewer_key_create
+from runtime.keys import public_keys_document, reviewer_key_create, reviewer_key_env_entries, reviewer_root_from_env
 
 
 class Command(BaseCommand):
@@ -37,6 +37,13 @@ class Command(BaseCommand):
         try:
             if options["action"] == "reviewer-add":
                 key_id = reviewer_key_create(name=options["name"], out=Path(options["out"]))
+                if reviewer_root_from_env():
+                    public, binding = reviewer_key_env_entries(out=Path(options["out"]))
+                    self.stdout.write(f"reviewer {options['name']}: key {key_id} written to {options['out']}. The "
+                                      "reviewer trust root comes from the environment: add to every process\n"
+                                      f"  RATCHET_REVIEWER_PUBLIC_KEYS: {public}\n"
+                                      f"  RATCHET_REVIEWER_KEY_NAMES: {binding}")
+                    return
                 self.stdout.write(f"reviewer {options['name']}: key {key_id} written to {options['out']}; "
                                   "its public key is now in the reviewer trust root")
                 return
