@@ -36,13 +36,6 @@ def sort_parse(text: str) -> tuple[str, bool]:
     return key, text.startswith("-")
 
 
-def _day(text: str) -> date | None:
-    try:
-        return date.fromisoformat(text.strip()) if text.strip() else None
-    except ValueError:
-        return None  # the form refuses it first (review.forms); a caller's bad day filters nothing
-
-
 @dataclass(frozen=True)
 class RunFilters:
     """Runs list filters; empty strings mean "any".
@@ -51,7 +44,8 @@ class RunFilters:
     ``matched`` (a partial run id, key, path, action or message words); without ``matched``, ``q``
     is a run-id prefix. ``key``: the leading part of an idempotency key the run used (the key's
     unique index serves it). ``date_field`` (``created`` or ``updated``) with ``date_from`` and
-    ``date_to``: ISO days, inclusive, UTC.
+    ``date_to``: days, inclusive, UTC (``None``: open). Built from a query string by
+    ``review.filters``, which parses every value once.
     """
 
     phase: str = ""
@@ -60,8 +54,8 @@ class RunFilters:
     q: str = ""
     key: str = ""
     date_field: str = "created"
-    date_from: str = ""
-    date_to: str = ""
+    date_from: date | None = None
+    date_to: date | None = None
     matched: tuple[str, ...] | None = None
     capped: bool = False
     """The search named more runs than it reads (the page asks to narrow it)."""
@@ -83,11 +77,11 @@ class RunFilters:
                      .values("run_id")[:KEY_MATCHES])
             runs = runs.filter(run_id__in=Subquery(keyed))
         column = "updated_at" if self.date_field == "updated" else "created_at"
-        start, end = _day(self.date_from), _day(self.date_to)
-        if start is not None:
-            runs = runs.filter(**{f"{column}__gte": datetime.combine(start, time.min, UTC)})
-        if end is not None:
-            runs = runs.filter(**{f"{column}__lt": datetime.combine(end + timedelta(days=1), time.min, UTC)})
+        if self.date_from is not None:
+            runs = runs.filter(**{f"{column}__gte": datetime.combine(self.date_from, time.min, UTC)})
+        if self.date_to is not None:
+            end = datetime.combine(self.date_to + timedelta(days=1), time.min, UTC)
+            runs = runs.filter(**{f"{column}__lt": end})
         return runs
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,15 @@ from runtime.taskspec import TaskSpec, scenario_fingerprint
 def default_worker_id() -> str:
     """``RATCHET_WORKER_ID`` or ``<hostname>:<pid>``: unique per process, so leases tell workers apart."""
     return os.environ.get("RATCHET_WORKER_ID") or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def person_worker_id(*, role: str, person: str) -> str:
+    """``<role>:<person>:<random>``, the lease holder of one call made by a person (``approver``,
+    ``reviewer``): unique per call, so two sessions (tabs) of one person never share a lease and
+    the second is refused with ``LeaseHeldError`` naming the first instead of silently fencing it
+    off (DESIGN.md section 6.6). ``person`` is cut to 150 characters so the name fits the lease
+    holder column (200)."""
+    return f"{role}:{person[:150]}:{uuid.uuid4().hex[:12]}"
 
 
 @dataclass

@@ -8,6 +8,13 @@ corruption) but never authorises execution; *refresh* issues fresh evidence boun
 environment and seals the old one into the trace. If the adapter already holds a receipt for the
 key (the write committed before a crash), approving only reconciles.
 
+Who may replace evidence is decided here, not by the caller: approving a write that already
+carries (expired) evidence replaces it, which is a refresh, so ``approval_grant`` refuses it
+unless the caller says the approver may refresh (``may_refresh``). The rule is checked inside
+the run's session, on the same restored checkpoint the new evidence is signed over and committed
+from, so no other session can add or remove evidence between the check and the grant, and one
+call restores the checkpoint once (DESIGN.md section 6.6).
+
 The checks the engine applies to approval evidence and to receipts of approval-gated writes
 (``approval_problem``, ``receipt_trust_problem``, ``evidence_verify``) are
 ``runtime.checkpoints.approval_checks``; this module holds the services people call.
@@ -34,7 +41,7 @@ from runtime.engine.settle import receipt_settle
 from runtime.errors import ApprovalRefusedError, RatchetError
 from runtime.keys import signer_for
 from runtime.models import Run, TraceEvent
-from runtime.checkpoints.session import RunSession, run_session, session_commit
+from runtime.checkpoints.session import RunSession, person_worker_id, run_session, session_commit
 from runtime.evidence.trace import trace_append
 
 
@@ -61,8 +68,10 @@ def _waiting_session(*, run_id: str, approver: str
                      ) -> Iterator[tuple[RunSession, PendingAction, Receipt | None]]:
     """The run's session, checked to be waiting for an approval, with its pending write and the
     adapter's receipt for the pending key if the write already committed (before a crash): then
-    callers only reconcile."""
-    with run_session(run_id=run_id, worker=f"approver:{approver}") as ctx:
+    callers only reconcile. The lease is held under a name of this call alone
+    (``person_worker_id``), so two sessions of one approver never share it: the second waits
+    for the first, then is refused with ``LeaseHeldError`` naming the holder."""
+    with run_session(run_id=run_id, worker=person_worker_id(role="approver", person=approver)) as ctx:
         state = ctx.state
         if state.phase != Phase.AWAITING_APPROVAL or state.pending is None:
             raise ApprovalRefusedError("run is not waiting for an approval", run_id=run_id, phase=state.phase.value)
@@ -70,7 +79,8 @@ def _waiting_session(*, run_id: str, approver: str
 
 
 def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
-                   ttl_seconds: float | None = None, refresh_only: bool = False) -> ApprovalOutcome:
+                   ttl_seconds: float | None = None, refresh_only: bool = False,
+                   may_refresh: bool = True) -> ApprovalOutcome:
     """Approve (or refresh the approval of) the write a run is waiting on.
 
     Args:
@@ -80,6 +90,9 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
         ttl_seconds: validity of the evidence in seconds (default ``RATCHET_APPROVAL_SECONDS``,
             at most ``RATCHET_APPROVAL_MAX_SECONDS``), counted from the database clock.
         refresh_only: require existing (expired) evidence, i.e. this is a refresh.
+        may_refresh: whether the approver may replace existing evidence (the dashboard passes
+            the user's refresh permission; DESIGN.md section 6.6). ``False`` refuses a grant over
+            existing evidence, decided on the state this call restored and signs over.
 
     Returns:
         :class:`ApprovalOutcome`; ``reconciled`` when the adapter already holds the write's receipt.
@@ -89,8 +102,8 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
         KeyringError: this process holds no private approval key (only the approval service signs;
             DESIGN.md section 4.1).
         ApprovalRefusedError: the run is not waiting, the environment changed since the approver
-            looked or since the intent, or (refresh) there is nothing to refresh. The refusal is
-            recorded in the trace.
+            looked or since the intent, (refresh) there is nothing to refresh, or (``may_refresh``
+            false) there is evidence to replace. The refusal is recorded in the trace.
         LeaseHeldError: a worker is busy with the run; try again shortly.
     """
     ttl = _approval_ttl(ttl_seconds)
@@ -100,14 +113,14 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
             outcome = ApprovalOutcome(run_id, "reconciled", None, None, ctx.state.phase.value)
         else:
             outcome = _grant(ctx, pending, approver=approver, seen=environment_fingerprint,
-                             ttl=ttl, refresh_only=refresh_only)
+                             ttl=ttl, refresh_only=refresh_only, may_refresh=may_refresh)
     # Looked up on the module at call time, so stories can record the hand-off instead.
     runtime.workers.dispatch.run_enqueue(run_id=run_id)
     return outcome
 
 
 def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str, ttl: float,
-           refresh_only: bool) -> ApprovalOutcome:
+           refresh_only: bool, may_refresh: bool) -> ApprovalOutcome:
     state = ctx.state
     old = pending.approval
     obs = ctx.adapter.observe()
@@ -121,6 +134,9 @@ def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str,
 
     if refresh_only and old is None:
         raise refuse("there is no approval to refresh")
+    if old is not None and not may_refresh:
+        raise refuse("the write already has an approval (it has expired); replacing it is a "
+                     "refresh, which this approver may not do: ask someone with the refresh permission")
     if obs.state_fingerprint != seen:
         raise refuse("the environment changed since you looked; review the action again")
     pre = pending.pre_state

@@ -64,7 +64,13 @@ from runtime.errors import (
 from runtime.keys import keyring_for, reviewer_names, signer_for
 from runtime.models import CaseStatus, ReviewCase
 from runtime.checkpoints.receipts import key_quarantine
-from runtime.checkpoints.session import adapter_for_run, run_session, session_commit, store_observation
+from runtime.checkpoints.session import (
+    adapter_for_run,
+    person_worker_id,
+    run_session,
+    session_commit,
+    store_observation,
+)
 from runtime.evidence.trace import trace_append
 
 FUTURE_STAMP_SECONDS = 300.0
@@ -166,6 +172,11 @@ class DecisionOutcome:
 def case_decide(*, decision: SignedDecision, worker: str | None = None) -> DecisionOutcome:
     """Apply a signed reviewer decision to its case, or refuse it and keep the run frozen.
 
+    Args:
+        decision: the signed decision (its ``case_id`` names the case).
+        worker: the lease holder to apply it as; default a name of this call alone
+            (``person_worker_id``: ``reviewer:<reviewer>:<random>``).
+
     Returns:
         :class:`DecisionOutcome`. Refusals are returned (and traced as ``review.refused``), not
         raised, so callers can show the reason; use :meth:`raise_if_refused` style handling in CLIs.
@@ -181,7 +192,8 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
         run_id = row.run_id
     kind = decision.decision
 
-    with run_session(run_id=run_id, worker=worker or f"reviewer:{decision.reviewer}") as ctx:
+    with run_session(run_id=run_id,
+                     worker=worker or person_worker_id(role="reviewer", person=decision.reviewer)) as ctx:
         state = ctx.state
         ref = _find_ref(state, decision.case_id)
 

@@ -3,15 +3,15 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from review import views as review_views
+from review.views import auth
 from runtime.api.v1 import api as gateway_api
 from runtime.observability.view import metrics_view
 
 urlpatterns = [
-    path("accounts/login/", review_views.login_view, name="login"),
-    path("accounts/logout/", review_views.logout_view, name="logout"),
+    path("accounts/login/", auth.login_view, name="login"),
+    path("accounts/logout/", auth.logout_view, name="logout"),
     # The admin signs in through the throttled dashboard sign-in, never its own form.
-    path("admin/login/", review_views.admin_login_redirect, name="admin-login"),
+    path("admin/login/", auth.admin_login_redirect, name="admin-login"),
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
     path("api/v1/", gateway_api.urls),  # the agent gateway's JSON API (DESIGN.md section 5.12)

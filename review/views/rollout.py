@@ -21,7 +21,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
@@ -36,11 +36,12 @@ from review.queries.rollout import (
     rollout_overview,
     rollout_scope_allowed,
 )
+from review.views.common import see_other
+from review.views.errors import ACTION_ERRORS, Action, action_failed, not_found_is_404
+from runtime.models import AdmissionThreshold, Combination
 from runtime.rollout import admission as admission_service
 from runtime.rollout import admission_thresholds as threshold_service
 from runtime.rollout import combinations as combination_service
-from runtime.errors import CombinationNotFoundError, RatchetError
-from runtime.models import AdmissionThreshold, Combination
 
 
 def _admin_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -55,12 +56,6 @@ def _admin_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapped
 
 
-def _see_other(url: str) -> HttpResponseRedirect:
-    response = HttpResponseRedirect(url)
-    response.status_code = 303  # after a POST the browser must GET the next page
-    return response
-
-
 def _scope_check(request: HttpRequest, tenant_id: str, task_id: str) -> None:
     if tenant_id == "*" and task_id != "*":
         raise Http404("no such scope")
@@ -69,18 +64,28 @@ def _scope_check(request: HttpRequest, tenant_id: str, task_id: str) -> None:
 
 
 def _combination(request: HttpRequest, combination_id: str) -> Combination:
-    try:
-        combo = combination_service.combination_get(combination_id=combination_id)
-    except CombinationNotFoundError:
-        raise Http404("no such combination") from None
+    """The combination, if the user may see its tenant (else a 404, as for an unknown one).
+
+    Raises:
+        CombinationNotFoundError: no such combination (a 404 through ``not_found_is_404``).
+    """
+    combo = combination_service.combination_get(combination_id=combination_id)
     if not rollout_scope_allowed(user=request.user, tenant_id=combination_tenant(combo)):
         raise Http404("no such combination")
     return combo
 
 
-def _errors(form: Any) -> str:
-    return "; ".join(f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
-                     for name, errors in form.errors.items())
+def _form_refused(request: HttpRequest, form: Any, back: str, *, failed: str = "Nothing was changed"
+                  ) -> HttpResponse:
+    """A refused form: its errors as one message, 303 back to the page."""
+    errors = "; ".join(f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+                       for name, errors in form.errors.items())
+    messages.error(request, f"{failed}: {errors}")
+    return see_other(back)
+
+
+def _action(back: str, failed: str) -> Action:
+    return Action(failed=failed, back=back, result=back)
 
 
 @require_perm(Perm.VIEW_TRACE)
@@ -114,26 +119,32 @@ def admission_threshold(request: HttpRequest, tenant_id: str, task_id: str) -> H
     back = reverse("review:admission-scope", args=[tenant_id, task_id])
     form = ThresholdForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Nothing was changed: {_errors(form)}")
-        return _see_other(back)
-    name, value, reason = form.cleaned_data["name"], form.cleaned_data["value"], form.cleaned_data["reason"]
+        return _form_refused(request, form, back)
     if not form.confirmed:
-        current = AdmissionThreshold.objects.filter(tenant_id=tenant_id, task_id=task_id, name=name).first()
-        effective = {t.name: t for t in threshold_service.admission_thresholds_explained(
-            tenant_id=tenant_id, task_id=task_id)}[name]
-        return render(request, "review/admission_confirm.html", {
-            "tenant_id": tenant_id, "task_id": task_id, "name": name, "value": value, "reason": reason,
-            "raw_value": form.data.get("value", ""), "current": current, "effective": effective})
+        return _threshold_confirm(request, tenant_id, task_id, form)
+    name, value, reason = form.cleaned_data["name"], form.cleaned_data["value"], form.cleaned_data["reason"]
     try:
         change = threshold_service.admission_threshold_set(
             tenant_id=tenant_id, task_id=task_id, name=name, value=value,
             changed_by=request.user.get_username(), reason=reason)
-    except RatchetError as exc:
-        messages.error(request, f"Nothing was changed: {exc}")
-        return _see_other(back)
+    except ACTION_ERRORS as exc:
+        return action_failed(request, exc, _action(back, f"Could not change {name}"))
     messages.success(request, f"{change.name} for {tenant_id}/{task_id}: {change.old_value} -> {change.new_value}. "
                               "The gate uses it from the next run start; the change is in the audit trail.")
-    return _see_other(back)
+    return see_other(back)
+
+
+def _threshold_confirm(request: HttpRequest, tenant_id: str, task_id: str, form: ThresholdForm) -> HttpResponse:
+    """The confirmation page of a valid threshold change: the old value, the effective one and
+    its source, and the new value."""
+    name = form.cleaned_data["name"]
+    current = AdmissionThreshold.objects.filter(tenant_id=tenant_id, task_id=task_id, name=name).first()
+    effective = {t.name: t for t in threshold_service.admission_thresholds_explained(
+        tenant_id=tenant_id, task_id=task_id)}[name]
+    return render(request, "review/admission_confirm.html", {
+        "tenant_id": tenant_id, "task_id": task_id, "name": name, "value": form.cleaned_data["value"],
+        "reason": form.cleaned_data["reason"], "raw_value": form.data.get("value", ""),
+        "current": current, "effective": effective})
 
 
 @require_perm(Perm.VIEW_TRACE)
@@ -146,18 +157,16 @@ def admission_reopen(request: HttpRequest, tenant_id: str, task_id: str) -> Http
     back = reverse("review:admission-scope", args=[tenant_id, task_id])
     form = ReopenForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Admission was not re-opened: {_errors(form)}")
-        return _see_other(back)
+        return _form_refused(request, form, back, failed="Admission was not re-opened")
     try:
         decision = admission_service.admission_reopen(
             tenant_id=tenant_id, task_id=task_id, decided_by=request.user.get_username(),
             reason=form.cleaned_data["reason"])
-    except (RatchetError, ValueError) as exc:
-        messages.error(request, f"Admission was not re-opened: {exc}")
-        return _see_other(back)
+    except (*ACTION_ERRORS, ValueError) as exc:
+        return action_failed(request, exc, _action(back, "Admission was not re-opened"))
     messages.success(request, f"Admission re-opened for {tenant_id}/{task_id} by a signed decision "
                               f"(key {decision.key_id}).")
-    return _see_other(back)
+    return see_other(back)
 
 
 @require_perm(Perm.VIEW_TRACE)
@@ -171,6 +180,7 @@ def combinations(request: HttpRequest) -> HttpResponse:
 @require_perm(Perm.VIEW_TRACE)
 @_admin_only
 @require_safe
+@not_found_is_404
 def combination(request: HttpRequest, combination_id: str) -> HttpResponse:
     """One combination: pinned fields, history, in-flight runs with pending side effects, and the
     promote and rollback forms."""
@@ -182,6 +192,7 @@ def combination(request: HttpRequest, combination_id: str) -> HttpResponse:
 @require_perm(Perm.VIEW_TRACE)
 @_admin_only
 @require_POST
+@not_found_is_404
 def combination_promote(request: HttpRequest, combination_id: str) -> HttpResponse:
     """Promote a canary (``combination_promote``: its metrics and a passing regress record are
     required; the refusal names the rule)."""
@@ -189,23 +200,22 @@ def combination_promote(request: HttpRequest, combination_id: str) -> HttpRespon
     back = reverse("review:combination", args=[combo.combination_id])
     form = PromoteForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Nothing was changed: {_errors(form)}")
-        return _see_other(back)
+        return _form_refused(request, form, back)
     share = form.cleaned_data["share"]
     try:
         promoted = combination_service.combination_promote(
             combination_id=combo.combination_id, actor=request.user.get_username(),
             reason=form.cleaned_data["reason"], share=1.0 if share is None else share)
-    except RatchetError as exc:
-        messages.error(request, f"Nothing was changed: {exc}")
-        return _see_other(back)
+    except ACTION_ERRORS as exc:
+        return action_failed(request, exc, _action(back, "Could not promote the combination"))
     messages.success(request, f"Combination {combo.combination_id[:19]} is {promoted.state}, share {promoted.share:g}.")
-    return _see_other(back)
+    return see_other(back)
 
 
 @require_perm(Perm.VIEW_TRACE)
 @_admin_only
 @require_POST
+@not_found_is_404
 def combination_rollback(request: HttpRequest, combination_id: str) -> HttpResponse:
     """Roll a combination back (``combination_rollback``); the page then lists its in-flight runs
     with their pending side effects."""
@@ -213,16 +223,14 @@ def combination_rollback(request: HttpRequest, combination_id: str) -> HttpRespo
     back = reverse("review:combination", args=[combo.combination_id])
     form = RollbackForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Nothing was changed: {_errors(form)}")
-        return _see_other(back)
+        return _form_refused(request, form, back)
     try:
         in_flight = combination_service.combination_rollback(
             combination_id=combo.combination_id, actor=request.user.get_username(), reason=form.cleaned_data["reason"])
-    except RatchetError as exc:
-        messages.error(request, f"Nothing was changed: {exc}")
-        return _see_other(back)
+    except ACTION_ERRORS as exc:
+        return action_failed(request, exc, _action(back, "Could not roll the combination back"))
     pending = sum(1 for run in in_flight if run.pending_keys)
     messages.warning(request, f"Combination {combo.combination_id[:19]} is rolled back: it takes no new run. "
                               f"{len(in_flight)} run(s) in flight, {pending} with pending side effects to check "
                               "one by one (listed below).")
-    return _see_other(back)
+    return see_other(back)

@@ -10,23 +10,24 @@ and a gateway token never opens this page (the page reads only the session).
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from review.permissions import Perm, require_perm
-from review.scope import scope_filter
+from review.scope import scope_run_check
+from review.views.common import see_other
+from review.views.errors import not_found_is_404
 from runtime.gateway.tokens import token_revoke, tokens_for_run
-from runtime.models import Run
 
 
 @require_perm(Perm.CANCEL_RUN)
 @require_http_methods(["GET", "HEAD", "POST"])
+@not_found_is_404
 def run_tokens(request: HttpRequest, run_id: str) -> HttpResponse:
     """The run's gateway tokens; a POST with ``token_id`` revokes that token (303 back here)."""
-    if not scope_filter(user=request.user, queryset=Run.objects.filter(run_id=run_id)).exists():
-        raise Http404("no such run")
+    scope_run_check(user=request.user, run_id=run_id)  # DESIGN.md section 6.6
     if request.method == "POST":
         token_id = str(request.POST.get("token_id", ""))[:32]
         known = {t.token_id for t in tokens_for_run(run_id=run_id)}
@@ -34,7 +35,5 @@ def run_tokens(request: HttpRequest, run_id: str) -> HttpResponse:
             messages.success(request, f"Token {token_id} is revoked: the agent's next call is refused.")
         else:
             messages.error(request, "No live token with that id on this run; nothing was changed.")
-        response = HttpResponseRedirect(reverse("review:run-tokens", args=[run_id]))
-        response.status_code = 303
-        return response
+        return see_other(reverse("review:run-tokens", args=[run_id]))
     return render(request, "review/tokens.html", {"run_id": run_id, "tokens": tokens_for_run(run_id=run_id)})

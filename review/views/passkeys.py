@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
@@ -24,8 +24,9 @@ from review import passkeys as passkey_service
 from review.passkeys_forms import PasskeyDecisionForm
 from review.permissions import Perm, require_perm
 from review.scope import scope_case_check
-from review.views_cases import decision_apply
-from runtime.errors import PasskeyError, RatchetError, ReviewCaseNotFoundError
+from review.views.cases import decision_apply
+from review.views.errors import json_refused, not_found_is_404
+from runtime.errors import PasskeyError, RatchetError
 
 REGISTRATION_KEY = "ratchet.passkey.registration"
 DECISION_KEY = "ratchet.passkey.decision"
@@ -50,10 +51,6 @@ def _credential(request: HttpRequest) -> tuple[str, dict[str, Any]]:
     if not isinstance(body, dict) or not isinstance(body.get("credential"), dict):
         raise PasskeyError("the passkey answer has no credential")
     return json.dumps(body["credential"]), body
-
-
-def _error(exc: RatchetError) -> JsonResponse:
-    return JsonResponse({"error": exc.message}, status=400)
 
 
 @require_perm(Perm.DECIDE_CASE)
@@ -90,39 +87,37 @@ def passkey_register(request: HttpRequest) -> HttpResponse:
             state=request.session.pop(REGISTRATION_KEY, None), origin=origin, rp_id=rp_id,
             name=name)
     except PasskeyError as exc:
-        return _error(exc)
+        return json_refused(exc.message)
     messages.success(request, "Passkey registered. You can now sign decisions with it.")
     return JsonResponse({"redirect": reverse("review:passkeys")})
 
 
 @require_perm(Perm.DECIDE_CASE)
 @require_POST
+@not_found_is_404
 def passkey_decision_options(request: HttpRequest, case_id: str) -> HttpResponse:
     """Request options (JSON) whose challenge is the digest of the decision the form names
     (``decision``, ``binding``), fixed now for the signed-in reviewer."""
-    try:
-        scope_case_check(user=request.user, case_id=case_id)
-    except ReviewCaseNotFoundError:
-        raise Http404("no such review case") from None
+    scope_case_check(user=request.user, case_id=case_id)  # DESIGN.md section 6.6
     form = PasskeyDecisionForm(request.POST, case_id=case_id)
     if not form.is_valid():
-        errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
-        return JsonResponse({"error": errors}, status=400)
+        return json_refused("; ".join(str(e) for errs in form.errors.values() for e in errs))
     try:
         options, state = passkey_service.passkey_decision_begin(
             case_id=case_id, reviewer=request.user.get_username(),
             decision=form.cleaned_data["decision"], binding=form.cleaned_data["binding"],
             rp_id=_origin(request)[1])
     except ValidationError:
-        return JsonResponse({"error": "the decision binding is not valid; reload the case"}, status=400)
+        return json_refused("the decision binding is not valid; reload the case")
     except RatchetError as exc:
-        return _error(exc)
+        return json_refused(exc.message)
     request.session[DECISION_KEY] = state
     return HttpResponse(options, content_type="application/json")
 
 
 @require_perm(Perm.DECIDE_CASE)
 @require_POST
+@not_found_is_404
 def passkey_decide(request: HttpRequest, case_id: str) -> HttpResponse:
     """Check the assertion (JSON ``{"credential": ...}``) over the fixed decision, sign it with
     the passkey evidence inside and apply it; ``{"redirect": <case page>}``, the outcome in a
