@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, model_validator
 
+from runtime.adapters.sql.statement_tables import written_tables
+
 IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 """Table, column and template names: plain SQL identifiers, quoted by the dialect when used."""
 
@@ -104,6 +106,10 @@ class SqlTemplate(_Options):
             raise ValueError(f"placeholders without a parameter schema: {sorted(used - declared)}")
         if declared - used:
             raise ValueError(f"parameters the statement does not use: {sorted(declared - used)}")
+        # The observation covers the listed tables only: a write anywhere else would go unseen.
+        unlisted = written_tables(body) - {table.lower() for table in self.tables}
+        if unlisted:
+            raise ValueError(f"the statement writes tables its 'tables' list leaves out: {sorted(unlisted)}")
         return self
 
 
