@@ -126,8 +126,16 @@ def test_accepting_the_elicitation_never_approves_the_write(gw):
 
 
 def test_a_request_without_a_token_is_told_to_send_one(gw, gateway_url):
-    result = _call(gateway_url, gw.token, {**RISKY, "call_id": "no-token"}, headers={})
-    error = result.structured_content["error"]
-    assert result.is_error and error["code"] == "token_missing"
+    """No session opens without a token (runtime/gateway/session_admission.py): the answer is the
+    gateway's JSON error, which says how to send one, and nothing runs."""
+    import httpx
+
+    refused = httpx.post(gateway_url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        headers={"Accept": "application/json, text/event-stream"}, timeout=60)
+    error = refused.json()["error"]
+    assert refused.status_code == 401 and error["code"] == "token_missing"
     assert "Authorization: Bearer" in error["message"]
+    with pytest.raises(Exception):  # noqa: B017 - the client only says the server refused
+        _call(gateway_url, gw.token, {**RISKY, "call_id": "no-token"}, headers={})
     assert gw.effects() == {}

@@ -53,6 +53,10 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from None
         for warning in binding.warnings:
             self.stderr.write(self.style.WARNING(warning))
-        app = gateway_server().streamable_http_app(host=options["host"], transport_security=binding.security)
+        from runtime.gateway.session_admission import SessionAdmission
+
+        # Only a token holder opens an MCP session (runtime/gateway/session_admission.py).
+        app = SessionAdmission(gateway_server().streamable_http_app(host=options["host"],
+                                                                    transport_security=binding.security))
         self.stderr.write(f"MCP gateway on http://{options['host']}:{options['port']}/mcp")
         uvicorn.run(app, host=options["host"], port=options["port"], log_level="warning")
