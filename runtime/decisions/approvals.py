@@ -38,7 +38,7 @@ from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
 from runtime.database.clock import db_now
 from runtime.engine.settle import receipt_settle
-from runtime.errors import ApprovalRefusedError, RatchetError
+from runtime.errors import ApprovalRefusedError, LeaseHeldError, RatchetError
 from runtime.keys import signer_for
 from runtime.models import Run, TraceEvent
 from runtime.checkpoints.session import RunSession, person_worker_id, run_session, session_commit
@@ -64,18 +64,38 @@ def _approval_ttl(ttl_seconds: float | None) -> float:
 
 
 @contextmanager
-def _waiting_session(*, run_id: str, approver: str
+def _waiting_session(*, run_id: str, approver: str, action: str
                      ) -> Iterator[tuple[RunSession, PendingAction, Receipt | None]]:
     """The run's session, checked to be waiting for an approval, with its pending write and the
     adapter's receipt for the pending key if the write already committed (before a crash): then
     callers only reconcile. The lease is held under a name of this call alone
     (``person_worker_id``), so two sessions of one approver never share it: the second waits
-    for the first, then is refused with ``LeaseHeldError`` naming the holder."""
-    with run_session(run_id=run_id, worker=person_worker_id(role="approver", person=approver)) as ctx:
-        state = ctx.state
-        if state.phase != Phase.AWAITING_APPROVAL or state.pending is None:
-            raise ApprovalRefusedError("run is not waiting for an approval", run_id=run_id, phase=state.phase.value)
-        yield ctx, state.pending, ctx.adapter.lookup_receipt(state.pending.idempotency_key)
+    for the first, then is refused with ``LeaseHeldError`` naming the holder.
+
+    A call refused here (the lease is held, or no approval is waiting any more: another
+    approver got there first) is recorded in the run's trace as ``approval.refused``, so
+    every one of many approvers racing on one run is accounted for (DESIGN.md section 6.6).
+    """
+    try:
+        with run_session(run_id=run_id, worker=person_worker_id(role="approver", person=approver)) as ctx:
+            state = ctx.state
+            if state.phase != Phase.AWAITING_APPROVAL or state.pending is None:
+                _refusal_trace(run_id=run_id, approver=approver, action=action,
+                               reason=f"the run is not waiting for an approval (phase {state.phase.value})")
+                raise ApprovalRefusedError("run is not waiting for an approval", run_id=run_id,
+                                           phase=state.phase.value)
+            yield ctx, state.pending, ctx.adapter.lookup_receipt(state.pending.idempotency_key)
+    except LeaseHeldError as exc:  # only the acquisition raises it: nothing of this call ran
+        _refusal_trace(run_id=run_id, approver=approver, action=action,
+                       reason=f"lease holder {exc.context.get('holder', '?')} was changing the run")
+        raise
+
+
+def _refusal_trace(*, run_id: str, approver: str, action: str, reason: str) -> None:
+    # Outside the lease: an append moves the trace head, which a holder's next commit re-reads
+    # (runtime.checkpoints.transaction, the fence's slow path), so it disturbs nobody.
+    trace_append(run_id=run_id, event_type="approval.refused",
+                 payload={"approver": approver, "action": action, "reason": reason})
 
 
 def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
@@ -107,7 +127,8 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
         LeaseHeldError: a worker is busy with the run; try again shortly.
     """
     ttl = _approval_ttl(ttl_seconds)
-    with _waiting_session(run_id=run_id, approver=approver) as (ctx, pending, receipt):
+    with _waiting_session(run_id=run_id, approver=approver,
+                          action="refresh" if refresh_only else "approve") as (ctx, pending, receipt):
         if receipt is not None:
             receipt_settle(ctx, receipt, reconciled=True)
             outcome = ApprovalOutcome(run_id, "reconciled", None, None, ctx.state.phase.value)
@@ -183,7 +204,7 @@ def approval_deny(*, run_id: str, approver: str, reason: str) -> ApprovalOutcome
     """
     if not reason.strip():
         raise ApprovalRefusedError("a denial needs a reason", run_id=run_id)
-    with _waiting_session(run_id=run_id, approver=approver) as (ctx, pending, receipt):
+    with _waiting_session(run_id=run_id, approver=approver, action="deny") as (ctx, pending, receipt):
         state = ctx.state
         if receipt is not None:
             receipt_settle(ctx, receipt, reconciled=True)
