@@ -12,13 +12,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 from pydantic import Field, JsonValue
 
-from runtime.errors import GatewayError, GatewayPayloadTooLargeError, GatewayTokenMissingError, RatchetError
+from runtime.errors import (
+    GatewayError,
+    GatewayMalformedRequestError,
+    GatewayNotFoundError,
+    GatewayPayloadTooLargeError,
+    GatewayTokenMissingError,
+    RatchetError,
+)
 from runtime.gateway.calls import CallResult, call_submit
 from runtime.gateway.reads import call_get, receipts_list, run_status
 from runtime.gateway.tokens import token_request_admit, token_runs
@@ -39,9 +46,29 @@ class GatewayBearer(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str) -> GatewayToken:
         limit = int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)) + 4096
-        if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
+        if request_length(request) > limit:
             raise GatewayPayloadTooLargeError(limit_bytes=limit)
         return token_request_admit(token=token)
+
+
+def request_length(request: HttpRequest) -> int:
+    """The request's ``Content-Length`` in bytes (0 when absent).
+
+    Raises:
+        GatewayMalformedRequestError: the header is not a non-negative whole number.
+    """
+    raw = str(request.META.get("CONTENT_LENGTH") or "0").strip()
+    if not raw.isdigit() or len(raw) > 18:
+        raise GatewayMalformedRequestError("Content-Length is not a number of bytes")
+    return int(raw)
+
+
+def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any path under ``/api/v1/`` the API has no route for: the gateway's JSON 404, never the
+    HTML page (a call id with ``/`` or ``%2F`` in it ends up here, DESIGN.md section 5.12)."""
+    err = GatewayNotFoundError()
+    return JsonResponse({"error": {"code": err.code, "message": err.message, "hint": err.hint,
+                                   "retryable": False, "context": {}}}, status=err.status)
 
 
 def _error(request: HttpRequest, status: int, code: str, message: str, hint: str = "",

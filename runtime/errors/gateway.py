@@ -67,6 +67,19 @@ class GatewayUnknownActionError(GatewayInputError):
     hint = "list the run's actions (tools/list or GET /api/v1/runs/<id>) and use one of them"
 
 
+class GatewayMalformedRequestError(GatewayInputError):
+    code, status = "malformed_request", 400
+    default_message = "the request is malformed (a header or the path cannot be read)"
+    hint = "send a well-formed request (Content-Length a number, the path as the API documents it); nothing was recorded"
+
+
+class GatewayNotFoundError(GatewayError):
+    code, status = "not_found", 404
+    default_message = "the gateway API has no such endpoint"
+    hint = ("see /api/v1/openapi.json for the endpoints; a call id holds only letters, digits and . _ : - "
+            "(no '/' or '%2F'); nothing was recorded")
+
+
 class GatewayPayloadTooLargeError(GatewayInputError):
     code, status = "payload_too_large", 413
     default_message = "the call is larger than the gateway accepts"
