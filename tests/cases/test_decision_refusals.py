@@ -48,7 +48,21 @@ def _other(field: str, value):
     return f"other-{value}" if value else "other"
 
 
-@pytest.mark.parametrize("field", [f for f in DECISION_BOUND_FIELDS if f != "case_id"])
+BOUND_FIELDS_LITERALLY = (
+    "task_id", "task_version", "run_id", "policy_id", "policy_version", "action_kind", "action_target",
+    "idempotency_key", "pending_intent_digest", "receipt_intent_digest", "receipt_fingerprint",
+    "environment_instance_id", "environment_version", "environment_fingerprint",
+)
+"""Every field a decision must be bound to, written out here and not taken from the product's
+``DECISION_BOUND_FIELDS``: dropping one from the product's binding must fail this test, not
+silently drop its case (``case_id`` has its own test below)."""
+
+
+def test_the_product_binds_every_field_this_test_lists() -> None:
+    assert set(BOUND_FIELDS_LITERALLY) <= set(DECISION_BOUND_FIELDS)
+
+
+@pytest.mark.parametrize("field", BOUND_FIELDS_LITERALLY)
 def test_a_reviewer_continue_not_bound_to_receipt_fingerprint_digests_environment_and_nonce(conflict, field):
     current = decision_prepare(case_id=conflict.case_id)
     signed = conflict.sign("replan", **{field: _other(field, current[field])})

@@ -50,3 +50,25 @@ def test_it_commits_each_advance_on_the_main_database_and_then_on_the_mark_store
 
     assert (counts.transactions, counts.mark_transactions) == (1, 1)
     assert HighWaterMark.objects.using(HWM_ALIAS).get(run_id=run_id).generation == result.generation == 2
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+@pytest.mark.parametrize("expected", [0, 2, 5])
+def test_the_marks_compare_and_set_refuses_any_generation_but_the_expected_one(start_run, expected) -> None:
+    """The mark's own check, apart from the run row's fence (which would mask it in every commit
+    test): a compare-and-set naming another generation than the mark holds moves nothing."""
+    from runtime.checkpoints.high_water_marks import hwm_advance
+    from runtime.errors import StaleGenerationError
+    from runtime.models import Run
+
+    state, first = start_run()
+    run_id = state.identity.run_id
+    before = HighWaterMark.objects.using(HWM_ALIAS).values_list("generation", "checkpoint_digest").get(run_id=run_id)
+    assert before[0] == 1
+
+    with pytest.raises(StaleGenerationError):
+        hwm_advance(run=Run.objects.get(run_id=run_id), expected=expected, generation=expected + 1,
+                    digest="sha256:" + "1" * 64)
+
+    after = HighWaterMark.objects.using(HWM_ALIAS).values_list("generation", "checkpoint_digest").get(run_id=run_id)
+    assert after == before
