@@ -19,7 +19,19 @@ from tests.helpers.procs import run_manage, wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_it_refuses_an_expired_approval_on_a_worker_with_a_slow_clock(story):
+def test_it_refuses_an_expired_approval_on_a_worker_with_a_slow_clock(story, monkeypatch):
+    from runtime.adapters.workspace.adapter import WorkspaceAdapter
+
+    # The check before execute must refuse on its own: the adapter's commit deadline would also
+    # refuse a late write, so the test fails if execute is reached at all.
+    executed: list[str] = []
+    real_execute = WorkspaceAdapter.execute
+
+    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        executed.append(kwargs.get("idempotency_key", "?"))
+        return real_execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(WorkspaceAdapter, "execute", spy)
     item = story.waiting()
     granted = approval_grant(run_id=story.run_id, approver="olivia",
                              environment_fingerprint=item.environment_fingerprint, ttl_seconds=1)
@@ -31,6 +43,7 @@ def test_it_refuses_an_expired_approval_on_a_worker_with_a_slow_clock(story):
     assert report.stop_reason == StopReason.APPROVAL_EXPIRED.value
     assert not (story.workspace / "limits.toml").exists()
     assert story.effects_for(item.idempotency_key) == 0
+    assert executed == []
 
 
 def test_it_stamps_approvals_with_the_database_clock_on_a_control_plane_with_a_fast_clock(story):
