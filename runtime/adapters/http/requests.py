@@ -140,6 +140,22 @@ def _raw_at_redacted_path(body: Any, path: tuple[str, ...]) -> bool:
     return False
 
 
+def _placeholder_paths(node: Any, at: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The body paths at which ``{"$secret": NAME}`` placeholders stand."""
+    if isinstance(node, dict):
+        if set(node) == {SECRET_MARK}:
+            return [at]
+        return [p for k, v in node.items() for p in _placeholder_paths(v, (*at, str(k)))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _placeholder_paths(v, (*at, str(i)))]
+    return []
+
+
+def _covered(path: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    # A redacted path redacts the whole value at it, so it covers every path below it too.
+    return len(pattern) <= len(path) and all(p in ("*", c) for p, c in zip(pattern, path, strict=False))
+
+
 def request_prepare(action: Action, *, options: HttpAdapterOptions, base_url: str,
                     environ: Mapping[str, str]) -> PreparedRequest:
     """Check ``action`` against the allowlist and build the request it stands for; sends nothing.
@@ -167,6 +183,13 @@ def request_prepare(action: Action, *, options: HttpAdapterOptions, base_url: st
         if _raw_at_redacted_path(raw_body, json_path_parse(text)):
             raise _refuse("a secret or personal field must be given as {\"$secret\": NAME}, never inline",
                           json_path=text)
+    patterns = [json_path_parse(text) for text in options.redact_json_paths]
+    for placed in _placeholder_paths(raw_body):
+        # A secret's clear value would otherwise reach the receipt, the ledger, the trace and
+        # the evidence bundle: it may stand only where the body is redacted (DESIGN.md section 5.9).
+        if not any(_covered(placed, pattern) for pattern in patterns):
+            raise _refuse("a {\"$secret\": NAME} placeholder may only stand at a path the adapter redacts "
+                          "(redact_json_paths)", json_path="$." + ".".join(placed)[:200])
     found: list[str] = []
     body = _resolve(raw_body, options.secret_inputs, environ, found)
     return PreparedRequest(method=method, url=f"{scheme}://{netloc}{path}", path=path, body=body,
