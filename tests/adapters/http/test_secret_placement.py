@@ -58,3 +58,17 @@ def test_it_still_resolves_a_secret_at_a_redacted_path(orders: OrdersService) ->
 def test_a_redacted_path_covers_exactly_the_paths_below_it(path: list[str], pattern: list[str]) -> None:
     expected = len(pattern) <= len(path) and all(p == "*" or p == c for p, c in zip(pattern, path, strict=False))
     assert _covered(tuple(path), tuple(pattern)) is expected
+
+
+def test_scrub_text_replaces_every_secret_value_in_free_text() -> None:
+    """The last line of defence for error messages and diffs: a no-op here must fail a test."""
+    from runtime.adapters.redaction import RedactionKey, Redactor
+
+    redactor = Redactor.build(key=RedactionKey(key_id="k1", secret=b"s" * 32))
+    text = "POST failed for ada@example.org with token tok-123456 (again: tok-123456)"
+
+    scrubbed = redactor.scrub_text(text, ["ada@example.org", "tok-123456", "abc"])
+
+    assert "ada@example.org" not in scrubbed and "tok-123456" not in scrubbed
+    assert redactor.value_digest("tok-123456") in scrubbed
+    assert scrubbed.count(redactor.value_digest("tok-123456")) == 2
