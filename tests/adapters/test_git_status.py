@@ -208,3 +208,37 @@ def test_a_changed_repository_config_is_read_again(tree: Path) -> None:
     git(tree, "config", "--unset", "core.excludesFile")
 
     assert status.records() == _git_says(tree) == [(b"??", b"scratch.txt")]
+
+
+# The gates above are checked on dirty trees, where git is asked anyway once libgit2 sees a
+# change. These check each gate on a tree both libgit2 and git call clean, so the only reason git
+# is asked is the gate itself: without it, libgit2 would answer in-process.
+
+
+def test_a_clean_tree_with_a_gitlink_is_still_asked_of_git(tree: Path) -> None:
+    head = git(tree, "rev-parse", "HEAD").strip()
+    git(tree, "clone", "-q", str(tree), str(tree / "vendored"))
+    git(tree / "vendored", "checkout", "-q", head)
+    git(tree, "update-index", "--add", "--cacheinfo", f"160000,{head},vendored")
+    git(tree, "commit", "-q", "-m", "a gitlink without .gitmodules, checked out at its commit")
+    status = _status(tree)
+
+    assert status.records() == _git_says(tree) == []
+    assert status.in_process_answers == 0
+
+
+def test_a_clean_tree_with_autocrlf_on_is_still_asked_of_git(tree: Path) -> None:
+    git(tree, "config", "core.autocrlf", "input")
+    status = _status(tree)
+
+    assert status.records() == _git_says(tree) == []
+    assert status.in_process_answers == 0
+
+
+def test_a_clean_tree_with_a_split_index_is_asked_of_git(tree: Path) -> None:
+    git(tree, "update-index", "--split-index")
+    assert any(name.startswith("sharedindex.") for name in os.listdir(tree / ".git"))
+    status = _status(tree)
+
+    assert status.records() == _git_says(tree) == []
+    assert status.in_process_answers == 0
