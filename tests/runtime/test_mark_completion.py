@@ -181,3 +181,50 @@ def test_a_reader_whose_mark_was_moved_past_its_commit_takes_the_newer_mark(monk
     shown = hwm_committed(run=stale_row)
 
     assert (shown.generation, shown.digest) == (3, third.digest)
+
+
+def test_a_reader_that_finds_the_mark_at_its_generation_with_another_digest_fails_closed(monkeypatch, start_run):
+    """Never by this protocol: the mark holds the run row's generation but another checkpoint's
+    digest. The reader's compare-and-set fails, the re-read shows no later commit, and it refuses
+    instead of taking either checkpoint as committed; the mark is left as found."""
+    from runtime.errors import StaleGenerationError
+
+    run_id, digest = _commit_without_mark(monkeypatch, start_run)
+    row = Run.objects.get(run_id=run_id)
+    forged = "sha256:" + "f" * 64
+    HighWaterMark.objects.using(hwm_alias()).filter(run_id=run_id).update(generation=2, checkpoint_digest=forged)
+    # The reader read the mark (1) before that write: replay the race with the mark read it had.
+    from runtime.checkpoints import mark_completion
+    from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
+
+    reads = iter([HighWaterMarkInfo(generation=1, digest="old"), HighWaterMarkInfo(generation=2, digest=forged)])
+    monkeypatch.setattr(mark_completion, "hwm_read", lambda **kw: next(reads))
+
+    with pytest.raises(StaleGenerationError):
+        hwm_committed(run=row)
+    assert _mark(run_id) == (2, forged)
+
+
+def test_a_page_shows_the_stored_mark_when_completing_it_fails_closed(start_run):
+    from runtime.checkpoints.mark_completion import hwm_for_display
+
+    state, _first = start_run()
+    run_id = state.identity.run_id
+    Run.objects.filter(run_id=run_id).update(generation=5, checkpoint_digest="sha256:" + "0" * 64)
+    row = Run.objects.get(run_id=run_id)
+
+    shown = hwm_for_display(run=row)
+
+    assert shown is not None and shown.generation == 1  # as stored; a restore refuses
+    with pytest.raises(HighWaterMarkBehindError):
+        hwm_committed(run=row)
+
+
+def test_a_page_shows_no_mark_when_its_row_is_missing(start_run):
+    from runtime.checkpoints.mark_completion import hwm_for_display
+
+    state, _first = start_run()
+    run_id = state.identity.run_id
+    HighWaterMark.objects.using(hwm_alias()).filter(run_id=run_id).delete()
+
+    assert hwm_for_display(run=Run.objects.get(run_id=run_id)) is None
