@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -10,6 +9,7 @@ from pathlib import Path
 
 from runtime.errors import BenchmarkError
 from runtime.planners.git_history.source import git_env
+from runtime.taskspec.writing import replay_task_write
 
 _WORDS = ("ratchet checkpoint lease fence receipt intent digest replay commit tree branch "
           "approval reviewer generation trace evidence adapter planner verifier budget").split()
@@ -107,44 +107,6 @@ def write_replay_task(*, directory: Path, source: Path, commits: int) -> Path:
 
     Each run replays into ``directory/targets/<run id>`` (a fresh clone at the base).
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "task.toml"
-    path.write_text(f"""\
-[task]
-id = "bench-replay"
-version = "1"
-
-[versions]
-model = "none"
-prompt = "none"
-rules = "replay-v1"
-tool_schema = "git-commit-v1"
-
-[policy]
-id = "bench-replay"
-version = "1"
-allowed_actions = ["commit"]
-allowed_paths = ["**"]
-permissions = ["git.commit"]
-approval_risks = ["high"]
-
-[policy.budgets]
-proposals = {commits + 10}
-steps = {commits + 10}
-wall_seconds = 86400
-cost_micros = 0
-
-[environment]
-adapter = "git"
-target = "targets"
-setup = "clone-at-base"
-
-[planner]
-kind = "git-history"
-source = {json.dumps(str(source))}
-range = "last:{commits}"
-
-[verifier]
-kind = "tree-equals-source"
-""", encoding="utf-8")
-    return path
+    return replay_task_write(path=directory / "task.toml", task_id="bench-replay", source=source,
+                             range_=f"last:{commits}", target="targets", approval_risks=("high",),
+                             budget=commits + 10, wall_seconds=86400)

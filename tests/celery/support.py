@@ -10,14 +10,12 @@ by pid, then SIGKILL to its process group (the worker and its pool) after a time
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,53 +62,6 @@ def build_source(repo: Path, commits: int) -> None:
         if i % 3 == 0:
             (repo / f"notes/{i - 1:02d}.md").unlink()
         _commit(repo, f"Step {i}\n", f"2024-05-{1 + i:02d}T09:00:00+00:00")
-
-
-REPLAY_TASK = """\
-[task]
-id = "celery-replay"
-version = "1"
-
-[policy]
-id = "replay"
-version = "1"
-allowed_actions = ["commit"]
-allowed_paths = ["**"]
-
-[policy.budgets]
-proposals = 40
-steps = 40
-wall_seconds = 600
-
-[environment]
-adapter = "git"
-target = "target"
-setup = "clone-at-base"
-
-[planner]
-kind = "git-history"
-source = {source}
-range = "last:{count}"
-
-[verifier]
-kind = "tree-equals-source"
-"""
-
-
-def write_replay_task(directory: Path, source: Path, count: int) -> Path:
-    """A task replaying ``source``'s last ``count`` commits into a fresh clone at their base."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "task.toml"
-    path.write_text(REPLAY_TASK.format(source=json.dumps(str(source)), count=count),
-                    encoding="utf-8")
-    return path
-
-
-def key_effects(repo: Path) -> Counter[str]:
-    """How many commits on HEAD carry each ``Idempotency-Key`` trailer (the repo's own record)."""
-    out = git(repo, "log", "--format=%x1e%(trailers:key=Idempotency-Key,valueonly)", "HEAD")
-    return Counter(line.strip() for record in out.split("\x1e")[1:]
-                   for line in record.splitlines() if line.strip())
 
 
 # --- brokers ----------------------------------------------------------------------------------

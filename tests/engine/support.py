@@ -18,12 +18,13 @@ from runtime.adapters.base import Adapter
 from runtime.adapters.factory import open_adapter
 from runtime.checkpoints.checks import Restored
 from runtime.checkpoints.protocol import checkpoint_restore
+from runtime.checkpoints.session import _InitialObservation
 from runtime.core.checkpoint import Action, VersionSet
 from runtime.models import Run, TraceEvent
 from runtime.planners.git_history.planner import GitHistoryPlanner
 from runtime.rollout.regress_sources import hanging_git_install
-from runtime.checkpoints.session import _InitialObservation
 from runtime.taskspec import TaskSpec, scenario_fingerprint
+from runtime.taskspec.writing import replay_task, toml_dumps, toml_value
 from tests.planners.gitrepo import BlobStore, git, observation
 
 # --- a small source history -----------------------------------------------------------------
@@ -75,49 +76,23 @@ def build_small_history(repo: Path) -> list[str]:
     return commits
 
 
-REPLAY_TASK = """\
-[task]
-id = "engine-replay"
-version = "1"
-
-[policy]
-id = "replay"
-version = "1"
-allowed_actions = ["commit"]
-allowed_paths = ["**"]
-approval_risks = [{approval_risks}]
-
-[policy.budgets]
-proposals = {budget}
-steps = {budget}
-wall_seconds = 600
-
-[environment]
-adapter = "git"
-target = "target"
-setup = "clone-at-base"
-
-[planner]
-kind = "git-history"
-source = {source}
-range = "last:{count}"
-risk = "{risk}"
-
-[verifier]
-kind = "tree-equals-source"
-"""
+def replay_task_text(source: Path | str, *, count: int = SOURCE_COMMITS, risk: str = "low",
+                     approval_risks: tuple[str, ...] = (), budget: int = 40,
+                     task_id: str = "engine-replay") -> str:
+    """TOML text of a git-history replay of ``source``'s last ``count`` commits into ``target``
+    next to the file: the product's replay task (``runtime.taskspec.writing``) with no
+    ``[versions]`` and no permissions."""
+    return toml_dumps(replay_task(task_id=task_id, policy_id="replay", source=source, range_=f"last:{count}",
+                                  target="target", risk=risk, approval_risks=approval_risks, budget=budget,
+                                  versions=None, permissions=()))
 
 
-def write_replay_task(directory: Path, source: Path, *, count: int = SOURCE_COMMITS,
-                      risk: str = "low", approval_risks: tuple[str, ...] = (),
-                      budget: int = 40) -> Path:
-    """A git-history replay of ``source``'s last ``count`` commits into ``directory/target``."""
+def write_replay_task(directory: Path, source: Path, **options: Any) -> Path:
+    """Write :func:`replay_task_text` (``options`` are its keyword arguments) to
+    ``directory/task.toml``; return the path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "task.toml"
-    path.write_text(REPLAY_TASK.format(
-        source=json.dumps(str(source)), count=count, risk=risk, budget=budget,
-        approval_risks=", ".join(json.dumps(r) for r in approval_risks),
-    ), encoding="utf-8")
+    path.write_text(replay_task_text(source, **options), encoding="utf-8")
     return path
 
 
@@ -156,14 +131,6 @@ WORKSPACE_FINAL = {
 }
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(value)
-
-
 def scripted_task_text(steps: list[dict[str, Any]], *, files: dict[str, str] | None = None,
                        absent: list[str] | None = None, approval_risks: tuple[str, ...] = (),
                        allowed_paths: tuple[str, ...] = ("**",), budget: int = 40,
@@ -185,7 +152,7 @@ def scripted_task_text(steps: list[dict[str, Any]], *, files: dict[str, str] | N
     ]
     for step in steps:
         lines.append("[[planner.steps]]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in step.items())
+        lines.extend(f"{key} = {toml_value(value)}" for key, value in step.items())
         lines.append("")
     if files is None and absent is None:
         lines += ["[verifier]", 'kind = "always"']
