@@ -184,7 +184,7 @@ def gateway_bench_isolated(*, calls: int, clients: list[int]) -> dict[str, Any]:
         else:
             raise BenchmarkScratchError("only SQLite and PostgreSQL can be benchmarked", engine=engine)
         out = scratch_dir / "gateway.json"
-        cmd = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "bench-gateway", "--child", str(out),
+        cmd = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "bench_gateway", "--child", str(out),
                "--calls", str(calls), "--clients", ",".join(str(c) for c in clients)]
         code = subprocess.run(cmd, env=scratch_env(scratch_dir=scratch_dir, url=url, marker=marker),
                               cwd=settings.BASE_DIR).returncode
