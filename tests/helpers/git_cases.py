@@ -43,6 +43,14 @@ UNUSUAL_NAMES = (
 )
 
 
+ROOT_FILES = {
+    "README.md": "# cases\n", "src/app.py": "print('v1')\n", "mode.sh": "#!/bin/sh\necho mode\n",
+    "dir_to_file/a.txt": "a\n", "dir_to_file/b.txt": "b\n", "file_to_dir": "a file for now\n",
+    "old_name.txt": "renamed later\n", "becomes_link.txt": "a file, then a link\n",
+}
+"""The root commit's files (path -> text), each there to be changed by a later case."""
+
+
 def _dates(n: int) -> dict[str, str]:
     """Author and committer of case ``n``: different people, times and offsets."""
     return {"GIT_AUTHOR_DATE": f"{1_700_000_000 + n * 3600} +0200",
@@ -100,14 +108,8 @@ def build_case_repo(path: Path) -> Path:
     """
     repo = path
     history_init(repo)
-    history_write(repo, "README.md", "# cases\n")
-    history_write(repo, "src/app.py", "print('v1')\n")
-    history_write(repo, "mode.sh", "#!/bin/sh\necho mode\n")
-    history_write(repo, "dir_to_file/a.txt", "a\n")
-    history_write(repo, "dir_to_file/b.txt", "b\n")
-    history_write(repo, "file_to_dir", "a file for now\n")
-    history_write(repo, "old_name.txt", "renamed later\n")
-    history_write(repo, "becomes_link.txt", "a file, then a link\n")
+    for rel, text in ROOT_FILES.items():
+        history_write(repo, rel, text)
     _commit(repo, "Root\n", 0)
 
     _commit(repo, "An empty commit\n", 1)
