@@ -27,7 +27,7 @@ from runtime.models import Run, TraceEvent
 from runtime.planners.git_history.planner import GitHistoryPlanner
 from runtime.rollout.regress_sources import SMALL_HISTORY_COMMITS, hanging_git_install
 from runtime.taskspec import TaskSpec, scenario_fingerprint
-from runtime.taskspec.writing import replay_task, toml_dumps, toml_value
+from runtime.taskspec.writing import replay_task, toml_dumps
 from tests.planners.gitrepo import BlobStore, git, observation
 
 # --- the small source history and its replay task -----------------------------------------------------------------
@@ -101,29 +101,18 @@ def scripted_task_text(steps: list[dict[str, Any]], *, files: dict[str, str] | N
     ``files`` / ``absent`` set a ``files-equal`` verifier; without them the verifier is
     ``always``.
     """
-    lines = [
-        "[task]", f'id = "{task_id}"', 'version = "1"', "",
-        "[policy]", 'id = "scripted"', 'version = "1"',
-        'allowed_actions = ["write_file", "delete_file"]',
-        "allowed_paths = [" + ", ".join(json.dumps(p) for p in allowed_paths) + "]",
-        "approval_risks = [" + ", ".join(json.dumps(r) for r in approval_risks) + "]", "",
-        "[policy.budgets]", f"proposals = {budget}", f"steps = {budget}", "wall_seconds = 600", "",
-        "[environment]", 'adapter = "workspace"', 'target = "workspace"', "",
-        "[planner]", 'kind = "scripted"', "",
-    ]
-    for step in steps:
-        lines.append("[[planner.steps]]")
-        lines.extend(f"{key} = {toml_value(value)}" for key, value in step.items())
-        lines.append("")
-    if files is None and absent is None:
-        lines += ["[verifier]", 'kind = "always"']
-    else:
-        lines += ["[verifier]", 'kind = "files-equal"',
-                  "absent = [" + ", ".join(json.dumps(p) for p in absent or []) + "]", "",
-                  "[verifier.files]"]
-        lines.extend(f"{json.dumps(path)} = {json.dumps(text)}"
-                     for path, text in sorted((files or {}).items()))
-    return "\n".join(lines) + "\n"
+    verifier: dict[str, Any] = {"kind": "always"}
+    if files is not None or absent is not None:
+        verifier = {"kind": "files-equal", "absent": list(absent or []), "files": dict(sorted((files or {}).items()))}
+    return toml_dumps({
+        "task": {"id": task_id, "version": "1"},
+        "policy": {"id": "scripted", "version": "1", "allowed_actions": ["write_file", "delete_file"],
+                   "allowed_paths": list(allowed_paths), "approval_risks": list(approval_risks),
+                   "budgets": {"proposals": budget, "steps": budget, "wall_seconds": 600}},
+        "environment": {"adapter": "workspace", "target": "workspace"},
+        "planner": {"kind": "scripted", **({"steps": steps} if steps else {})},
+        "verifier": verifier,
+    })
 
 
 def write_scripted_task(directory: Path, steps: list[dict[str, Any]] | None = None,
