@@ -18,6 +18,7 @@ from runtime.core.checkpoint import (
     VersionSet,
 )
 from runtime.core.signing import Keyring, SecretKey, TrustRoot
+from runtime.taskspec.writing import toml_dumps
 
 
 def make_keyring(root: TrustRoot | str = TrustRoot.CHECKPOINT, key_ids: tuple[str, ...] = ("k1",)) -> Keyring:
@@ -86,29 +87,15 @@ def write_scripted_task(directory: Path, *, steps: list[dict[str, Any]], approva
     """
     directory = Path(directory)
     (directory / "ws").mkdir(parents=True, exist_ok=True)
-
-    def value(v: Any) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-        return str(v)
-
-    lines = [
-        "[task]", 'id = "story"', 'version = "1"', "",
-        "[policy]", 'id = "story-policy"', 'version = "1"',
-        "allowed_actions = [" + ", ".join(value(a) for a in allowed_actions) + "]",
-        'allowed_paths = ["**"]',
-        "approval_risks = [" + ", ".join(value(r) for r in approval_risks) + "]", "",
-        "[policy.budgets]", "proposals = 50", "steps = 50", "wall_seconds = 600", "cost_micros = 0", "",
-        "[environment]", 'adapter = "workspace"', 'target = "ws"', "",
-        "[planner]", 'kind = "scripted"', "",
-    ]
-    for step in steps:
-        lines.append("[[planner.steps]]")
-        lines.extend(f"{k} = {value(v)}" for k, v in step.items())
-        lines.append("")
-    lines += ["[verifier]", f'kind = "{verifier}"', ""]
+    text = toml_dumps({
+        "task": {"id": "story", "version": "1"},
+        "policy": {"id": "story-policy", "version": "1", "allowed_actions": list(allowed_actions),
+                   "allowed_paths": ["**"], "approval_risks": list(approval_risks),
+                   "budgets": {"proposals": 50, "steps": 50, "wall_seconds": 600, "cost_micros": 0}},
+        "environment": {"adapter": "workspace", "target": "ws"},
+        "planner": {"kind": "scripted", **({"steps": list(steps)} if steps else {})},
+        "verifier": {"kind": verifier},
+    })
     path = directory / name
-    path.write_text("\n".join(lines))
+    path.write_text(text, encoding="utf-8")
     return path

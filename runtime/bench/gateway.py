@@ -44,37 +44,19 @@ from runtime.engine import run_start
 from runtime.errors import BenchmarkError, BenchmarkScratchError, GatewayRunBusyError
 from runtime.gateway.calls import call_submit
 from runtime.gateway.tokens import token_issue
+from runtime.taskspec.writing import toml_dumps
 
-TASK = """[task]
-id = "bench-gateway"
-version = "1"
-
-[policy]
-id = "bench"
-version = "1"
-allowed_actions = ["write_file"]
-allowed_paths = ["notes/**"]
-approval_risks = ["high"]
-
-[policy.budgets]
-proposals = 100000
-steps = 100000
-wall_seconds = 100000
-cost_micros = 0
-
-[environment]
-adapter = "workspace"
-target = "ws"
-
-[planner]
-kind = "python"
-entry = "runtime.planners.external:ExternalPlanner"
-max_calls = 300
-risks = { write_file = "low" }
-
-[verifier]
-kind = "always"
-"""
+TASK = toml_dumps({
+    "task": {"id": "bench-gateway", "version": "1"},
+    "policy": {"id": "bench", "version": "1", "allowed_actions": ["write_file"], "allowed_paths": ["notes/**"],
+               "approval_risks": ["high"],
+               "budgets": {"proposals": 100000, "steps": 100000, "wall_seconds": 100000, "cost_micros": 0}},
+    "environment": {"adapter": "workspace", "target": "ws"},
+    "planner": {"kind": "python", "entry": "runtime.planners.external:ExternalPlanner", "max_calls": 300,
+                "risks": {"write_file": "low"}},
+    "verifier": {"kind": "always"},
+})
+"""The task of every benchmark run: an external planner (the gateway's calls) writing notes."""
 
 
 def _quantiles(samples: list[float]) -> dict[str, float]:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import random
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from runtime.errors import BenchmarkError
-from runtime.planners.git_history.source import git_env
+from runtime.planners.git_history.history_builder import history_commit, history_head, history_init, history_write
+from runtime.taskspec.writing import replay_task_write
 
 _WORDS = ("ratchet checkpoint lease fence receipt intent digest replay commit tree branch "
           "approval reviewer generation trace evidence adapter planner verifier budget").split()
@@ -22,26 +20,6 @@ def _text(rng: random.Random, size: int) -> str:
         lines.append(line)
         total += len(line)
     return "".join(lines)
-
-
-def git(repo: Path, *args: str, input: bytes | None = None, **extra: str) -> str:
-    """Run ``git -C repo args`` with ``input`` on stdin and ``extra`` in its environment; return
-    its stdout.
-
-    Raises:
-        BenchmarkError: git exited non-zero (the message holds git's first line of stderr).
-    """
-    proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True,
-                          env={**git_env(), **extra}, check=False)
-    if proc.returncode != 0:
-        first = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-        raise BenchmarkError(f"git {args[0]} failed: {first[0] if first else proc.returncode}")
-    return proc.stdout.decode("utf-8", "replace")
-
-
-COMMITTER = {"GIT_COMMITTER_NAME": "Bench Bot", "GIT_COMMITTER_EMAIL": "bench@example.org",
-             "GIT_COMMITTER_DATE": "2025-06-01T00:00:00+00:00"}
-"""The committer of every bench commit: fixed, so the history's commit ids are deterministic."""
 
 
 def build_source_history(*, path: Path, commits: int) -> list[str]:
@@ -58,26 +36,18 @@ def build_source_history(*, path: Path, commits: int) -> list[str]:
         The ``commits`` commit ids after the root, oldest first.
 
     Raises:
-        BenchmarkError: git failed.
+        ConfigurationError: git failed.
     """
     rng = random.Random(8785)
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
+    history_init(path)
     files: list[str] = []
 
     def write(rel: str, text: str, mode: int = 0o644) -> None:
-        target = path / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        target.chmod(mode)
+        history_write(path, rel, text, mode=mode)
 
     def commit(message: str, n: int) -> str:
-        git(path, "add", "-A")
-        date = (datetime(2025, 1, 1, tzinfo=UTC) + timedelta(hours=n)).isoformat()
-        git(path, "commit", "-q", "--allow-empty", "-F", "-", input=message.encode(),
-            GIT_AUTHOR_NAME="Ada Lovelace", GIT_AUTHOR_EMAIL="ada@example.org",
-            GIT_AUTHOR_DATE=date, **COMMITTER)
-        return git(path, "rev-parse", "HEAD").strip()
+        history_commit(path, message, date=(datetime(2025, 1, 1, tzinfo=UTC) + timedelta(hours=n)).isoformat())
+        return history_head(path)
 
     for i in range(12):
         rel = f"src/module_{i:02d}.py"
@@ -107,44 +77,6 @@ def write_replay_task(*, directory: Path, source: Path, commits: int) -> Path:
 
     Each run replays into ``directory/targets/<run id>`` (a fresh clone at the base).
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "task.toml"
-    path.write_text(f"""\
-[task]
-id = "bench-replay"
-version = "1"
-
-[versions]
-model = "none"
-prompt = "none"
-rules = "replay-v1"
-tool_schema = "git-commit-v1"
-
-[policy]
-id = "bench-replay"
-version = "1"
-allowed_actions = ["commit"]
-allowed_paths = ["**"]
-permissions = ["git.commit"]
-approval_risks = ["high"]
-
-[policy.budgets]
-proposals = {commits + 10}
-steps = {commits + 10}
-wall_seconds = 86400
-cost_micros = 0
-
-[environment]
-adapter = "git"
-target = "targets"
-setup = "clone-at-base"
-
-[planner]
-kind = "git-history"
-source = {json.dumps(str(source))}
-range = "last:{commits}"
-
-[verifier]
-kind = "tree-equals-source"
-""", encoding="utf-8")
-    return path
+    return replay_task_write(path=directory / "task.toml", task_id="bench-replay", source=source,
+                             range_=f"last:{commits}", target="targets", approval_risks=("high",),
+                             budget=commits + 10, wall_seconds=86400)

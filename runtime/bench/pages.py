@@ -4,7 +4,7 @@ Seeds ``runs`` runs and ``runs * events_per_run`` trace events into the scratch 
 rows written in bulk: their hash chains are not real, which no page view checks any more; every
 ``RECOVERED_EVERY``-th run had a recovery, in its trace and in the counters; each has the content
 search terms of one commit, as ``runtime.evidence.search_terms`` writes them), plus
-a few real runs made by :func:`runtime.checkpoints.protocol.run_create` with signed checkpoints, one of
+a few real runs made by :func:`runtime.bench.trace.traced_run_create` with signed checkpoints, one of
 them waiting for an approval and one frozen on a review case. Then each page is requested through
 Django's test client as a superuser, ``samples`` times: the server time is the time of the whole
 request inside this process (no network), the query count that of one request.
@@ -26,8 +26,7 @@ from django.test import Client
 
 from runtime.bench.report import BenchReport, latency_metric
 from runtime.bench.sizes import BenchSizes
-from runtime.bench.state import realistic_state, realistic_write
-from runtime.checkpoints.protocol import run_create
+from runtime.bench.trace import traced_run_create
 from runtime.core.search_text import intent_terms
 from runtime.errors import BenchmarkError
 from runtime.observability.metrics import metrics_bucket_start
@@ -43,7 +42,6 @@ from runtime.models import (
     TraceEvent,
 )
 from runtime.observability.stats import recovery_stats
-from runtime.evidence.trace import trace_append_txn
 
 FULL_RUNS = 100_000
 QUICK_RUNS = 500
@@ -141,20 +139,7 @@ def _recovery_counters(*, tenant_id: str, task_id: str, at: float, seconds: floa
 
 def _real_run(*, events: int, phase: Phase = Phase.PENDING) -> str:
     """A run with a signed checkpoint and ``events`` real (hash-chained) trace events."""
-    state = realistic_state(executed=0)
-    run_create(state=state, worker="bench-pages", ttl_seconds=3600.0)
-    run_id = state.identity.run_id
-    receipt = realistic_write(run_id=run_id, cursor=0).receipt.model_dump(mode="json")
-    left, seq = events, 0
-    while left > 0:
-        with transaction.atomic():
-            Run.objects.select_for_update().filter(run_id=run_id).exists()
-            for _ in range(min(500, left)):
-                seq += 1
-                trace_append_txn(run_id=run_id, event_type="write.executed",
-                                 payload={"n": seq, "receipt": receipt},
-                                 environment_version=receipt["environment_version_after"])
-                left -= 1
+    run_id = traced_run_create(events=events, worker="bench-pages")
     if phase != Phase.PENDING:
         Run.objects.filter(run_id=run_id).update(phase=phase.value)
     return run_id

@@ -5,12 +5,10 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 from runtime.adapters.base import Observation
 from runtime.adapters.git.process import PROCESSES_STARTED
 from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
-from runtime.bench.history import COMMITTER, git
 from runtime.bench.report import BenchReport, Ratio, rate_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.core.canonical import DigestKind, digest, digest_bytes
@@ -19,27 +17,23 @@ from runtime.engine import StepReport, run_advance, run_start
 from runtime.errors import BenchmarkError
 from runtime.models import TraceEvent
 from runtime.planners.base import Done
+from runtime.planners.git_history.history_builder import commit_action_apply, history_git
 from runtime.planners.git_history.planner import GitHistoryPlanner
 from runtime.planners.git_history.replay_target import clone_at_base
-
-
-def _prune_empty_parents(root: Path, path: Path) -> None:
-    parent = path.parent
-    while parent != root and parent.is_dir() and not any(parent.iterdir()):
-        parent.rmdir()
-        parent = parent.parent
 
 
 def plain_git_replay(*, source: Path, commits: int, target: Path) -> float:
     """Make the same commits without Ratchet; return the seconds the commit loop took.
 
     The same planner proposes the same actions (reading the source's diffs and blobs); each is
-    written to files by hand and committed with ``git add -A`` and ``git commit``. No checkpoint,
+    written to files by hand and committed with ``git add -A`` and ``git commit``
+    (:func:`runtime.planners.git_history.history_builder.commit_action_apply`). No checkpoint,
     no receipt, no fencing: the baseline that exactly-once is compared against. The clone at the
     base is made before the clock starts.
 
     Raises:
-        BenchmarkError: git failed, or the loop's tree differs from the source tip's.
+        BenchmarkError: the loop's tree differs from the source tip's.
+        ConfigurationError: git failed.
     """
     planner = GitHistoryPlanner(source=source, range=f"last:{commits}")
     state = planner.init_state()
@@ -58,24 +52,10 @@ def plain_git_replay(*, source: Path, commits: int, target: Path) -> float:
         action = planner.propose(cursor=cursor, planner_state=state, observation=seen, put_blob=put)
         if isinstance(action, Done):
             raise BenchmarkError("the planner stopped early", cursor=cursor)
-        params: dict[str, Any] = dict(action.params)
-        for change in params["changes"]:
-            file = target / change["path"]
-            if change["op"] == "delete":
-                file.unlink()
-                _prune_empty_parents(target, file)
-            else:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                file.write_bytes(blobs[change["content"]])
-                file.chmod(0o755 if change["executable"] else 0o644)
-        git(target, "add", "-A")
-        git(target, "commit", "-q", "--allow-empty", "--cleanup=verbatim", "-F", "-",
-            input=str(params["message"]).encode(), GIT_AUTHOR_NAME=str(params["author_name"]),
-            GIT_AUTHOR_EMAIL=str(params["author_email"]),
-            GIT_AUTHOR_DATE=str(params["author_date"]), **COMMITTER)
+        commit_action_apply(repo=target, params=action.params, blob=blobs.__getitem__)
     elapsed = time.perf_counter() - started
-    tip_tree = git(source, "rev-parse", f"{state['tip']}^{{tree}}").strip()
-    if git(target, "rev-parse", "HEAD^{tree}").strip() != tip_tree:
+    tip_tree = history_git(source, "rev-parse", f"{state['tip']}^{{tree}}").strip()
+    if history_git(target, "rev-parse", "HEAD^{tree}").strip() != tip_tree:
         raise BenchmarkError("the plain git loop produced another tree than the source tip")
     return elapsed
 

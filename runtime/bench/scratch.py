@@ -81,9 +81,17 @@ def scratch_hwm_name(*, name: str) -> str:
 
 
 @contextmanager
-def _maintenance(db: Mapping[str, Any]) -> Iterator[Any]:
-    """An autocommit psycopg connection for CREATE/DROP DATABASE: to the ``postgres`` maintenance
-    database, or, if that is not allowed, to the user's database (only to issue those commands)."""
+def scratch_maintenance_connection(db: Mapping[str, Any]) -> Iterator[Any]:
+    """An autocommit psycopg connection for CREATE/DROP DATABASE of a scratch database (the
+    benchmarks' and the chaos campaign's): to the ``postgres`` maintenance database, or, if that
+    is not allowed, to the user's database (only to issue those commands).
+
+    Args:
+        db: a Django ``DATABASES`` entry (``HOST``, ``PORT``, ``USER``, ``PASSWORD``, ``NAME``).
+
+    Raises:
+        psycopg.OperationalError: neither database accepts the connection.
+    """
     import psycopg
 
     params = {"host": db.get("HOST") or "127.0.0.1", "port": db.get("PORT") or 5432,
@@ -111,7 +119,7 @@ def scratch_database_create(*, settings_dict: Mapping[str, Any]) -> str:
 
     name = scratch_database_name(name=str(settings_dict["NAME"]))
     try:
-        with _maintenance(settings_dict) as conn:
+        with scratch_maintenance_connection(settings_dict) as conn:
             # And the child's high-water mark store, <scratch>_hwm (runtime.project.settings' default).
             for each in (name, scratch_hwm_name(name=name)):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(each)))
@@ -140,7 +148,7 @@ def scratch_database_drop(*, settings_dict: Mapping[str, Any], name: str) -> Non
         raise BenchmarkScratchError("refusing to drop a database that is not the bench's scratch",
                                     database=name)
     try:
-        with _maintenance(settings_dict) as conn:
+        with scratch_maintenance_connection(settings_dict) as conn:
             force = sql.SQL(" WITH (FORCE)") if conn.info.server_version >= 130000 else sql.SQL("")
             for each in (scratch_hwm_name(name=name), name):
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(each))

@@ -15,21 +15,20 @@ from runtime.models import Run
 from runtime.evidence.trace import trace_append_txn, trace_verify
 
 
-def trace_measure(*, report: BenchReport, sizes: BenchSizes) -> None:
-    """Append ``sizes.trace_events`` events to a new run's trace, then time ``trace_verify`` of
-    it at least three times; append the time per 1,000 events to ``report``.
+def traced_run_create(*, events: int, worker: str) -> str:
+    """A new run with a signed checkpoint and ``events`` real (hash-chained) ``write.executed``
+    trace events, leased to ``worker`` for an hour; returns its run id.
 
-    Raises:
-        BenchmarkError: the chain does not verify.
+    The events are appended in batches of 500 under the run row lock: how they got there does
+    not change what reading or verifying them costs, and single appends would make the setup
+    dominate the benchmarks that use it (trace verification, the dashboard pages).
     """
     state = realistic_state(executed=0)
-    run_create(state=state, worker="bench-trace", ttl_seconds=3600.0)
+    run_create(state=state, worker=worker, ttl_seconds=3600.0)
     run_id = state.identity.run_id
     receipt = realistic_write(run_id=run_id, cursor=0).receipt.model_dump(mode="json")
-    left, seq = sizes.trace_events, 0
+    left, seq = events, 0
     while left > 0:
-        # Appended in batches under the run row lock: how they got there does not change what
-        # verifying them costs, and single appends would make setup dominate the bench.
         with transaction.atomic():
             Run.objects.select_for_update().filter(run_id=run_id).exists()
             for _ in range(min(500, left)):
@@ -38,6 +37,17 @@ def trace_measure(*, report: BenchReport, sizes: BenchSizes) -> None:
                                  payload={"n": seq, "receipt": receipt},
                                  environment_version=receipt["environment_version_after"])
                 left -= 1
+    return run_id
+
+
+def trace_measure(*, report: BenchReport, sizes: BenchSizes) -> None:
+    """Append ``sizes.trace_events`` events to a new run's trace, then time ``trace_verify`` of
+    it at least three times; append the time per 1,000 events to ``report``.
+
+    Raises:
+        BenchmarkError: the chain does not verify.
+    """
+    run_id = traced_run_create(events=sizes.trace_events, worker="bench-trace")
     per_thousand: list[float] = []
     for _ in range(max(3, sizes.repeat)):
         started = time.perf_counter()

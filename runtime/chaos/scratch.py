@@ -15,15 +15,12 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 
-from runtime.bench.scratch import scratch_postgres_url
+from runtime.bench.scratch import scratch_maintenance_connection, scratch_postgres_url
 from runtime.errors import ChaosSetupError
 
 SCRATCH_ENV = "RATCHET_CHAOS_SCRATCH"
@@ -49,25 +46,6 @@ def _child_env(*, var_dir: Path, url: str, label: str) -> dict[str, str]:
                PYTHONPATH=str(settings.BASE_DIR))
     env[SCRATCH_ENV] = label
     return env
-
-
-@contextmanager
-def _maintenance(db: Mapping[str, Any]) -> Iterator[Any]:
-    """An autocommit connection for CREATE/DROP DATABASE (the ``postgres`` database, else the
-    configured one, used only to issue those two commands)."""
-    import psycopg
-
-    params = {"host": db.get("HOST") or "127.0.0.1", "port": db.get("PORT") or 5432,
-              "user": db.get("USER") or None, "password": db.get("PASSWORD") or None,
-              "connect_timeout": 10, "autocommit": True}
-    try:
-        conn = psycopg.connect(dbname="postgres", **params)
-    except psycopg.OperationalError:
-        conn = psycopg.connect(dbname=db["NAME"], **params)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def _names(name: str) -> tuple[str, str]:
@@ -99,7 +77,7 @@ def chaos_scratch_create(*, workdir: Path) -> ChaosScratch:
 
         name, hwm = _names(str(db["NAME"]))
         try:
-            with _maintenance(db) as conn:
+            with scratch_maintenance_connection(db) as conn:
                 for each in (name, hwm):
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(each)))
         except psycopg.Error as exc:
@@ -133,7 +111,7 @@ def chaos_scratch_drop(*, scratch: ChaosScratch) -> None:
     from psycopg import sql
 
     try:
-        with _maintenance(settings.DATABASES["default"]) as conn:
+        with scratch_maintenance_connection(settings.DATABASES["default"]) as conn:
             force = sql.SQL(" WITH (FORCE)") if conn.info.server_version >= 130000 else sql.SQL("")
             for each in (f"{name}_hwm", name):
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(each)) + force)

@@ -14,54 +14,15 @@ spec resolves against the copy's directory, so such specs should use absolute pa
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tomllib
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from runtime.errors import TaskSpecError
+from runtime.taskspec.writing import toml_dumps
 
 _SKIPPED = shutil.ignore_patterns(".ratchet", ".git")
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{json.dumps(str(k))} = {_value(v)}" for k, v in value.items()) + "}"
-    raise TaskSpecError(f"task spec value of type {type(value).__name__} cannot be copied")
-
-
-def _table(lines: list[str], name: str, table: Mapping[str, Any]) -> None:
-    scalars = {k: v for k, v in table.items() if not isinstance(v, Mapping)
-               and not (isinstance(v, list) and v and all(isinstance(i, Mapping) for i in v))}
-    if name:
-        lines.append(f"[{name}]")
-    lines.extend(f"{json.dumps(str(k))} = {_value(v)}" for k, v in scalars.items())
-    for key, value in table.items():
-        child = f"{name}.{json.dumps(str(key))}" if name else json.dumps(str(key))
-        if isinstance(value, Mapping):
-            _table(lines, child, value)
-        elif key not in scalars:
-            for item in value:
-                lines.append(f"[[{child}]]")
-                lines.extend(f"{json.dumps(str(k))} = {_value(v)}" for k, v in item.items())
-
-
-def toml_dumps(document: Mapping[str, Any]) -> str:
-    """TOML text for a document read by ``tomllib`` (tables, arrays of tables, scalars)."""
-    lines: list[str] = []
-    _table(lines, "", document)
-    return "\n".join(lines) + "\n"
 
 
 def spec_copy(*, spec: Path, directory: Path) -> tuple[Path, bool]:

@@ -20,11 +20,12 @@ proposes; the policy, the approval rules and the adapters decide, as for any pla
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from runtime.taskspec.writing import toml_dumps
 
 RUNNING_STEPS = 60
 """Notes the slow model writes before it calls ``finish``."""
@@ -82,34 +83,22 @@ def model_script() -> dict[str, Any]:
     ]}
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float | str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
-
-
 def _task(*, name: str, description: str, allowed: list[str], approval: list[str], adapter: str, target: str,
           options: dict[str, Any] | None, task: str, base_url: str, risks: dict[str, str], budget: int,
           paths: list[str] | None = None, timeout_seconds: float = 8.0) -> str:
-    lines = [
-        f"# Demo scenario \"{name}\": {description}.",
-        "# Written by `manage.py demo`; the model is the demo's fake model server (scripted replies).", "",
-        "[task]", f'id = "demo-{name.replace("_", "-")}"', 'version = "1"', "",
-        "[policy]", f'id = "demo-{name.replace("_", "-")}"', 'version = "1"', f"allowed_actions = {_toml(allowed)}",
-        f"allowed_paths = {_toml(paths or [])}", f"approval_risks = {_toml(approval)}", "",
-        "[policy.budgets]", f"proposals = {budget}", f"steps = {budget}", "wall_seconds = 3600", "",
-        "[environment]", f"adapter = {_toml(adapter)}", f"target = {_toml(target)}",
-        *([f"options = {_toml(options)}"] if options else []), "",
-        "[planner]", 'kind = "chat-tools"', f"task = {_toml(task)}", 'model = "demo-fake-model"',
-        f"base_url = {_toml(base_url)}", f"timeout_seconds = {timeout_seconds}", "max_attempts = 2",
-        f"risks = {_toml(risks)}", "",
-        "[verifier]", 'kind = "always"', "",
-    ]
-    return "\n".join(lines)
+    dashed = f"demo-{name.replace('_', '-')}"
+    environment: dict[str, Any] = {"adapter": adapter, "target": target, **({"options": options} if options else {})}
+    return toml_dumps({
+        "task": {"id": dashed, "version": "1"},
+        "policy": {"id": dashed, "version": "1", "allowed_actions": allowed, "allowed_paths": paths or [],
+                   "approval_risks": approval,
+                   "budgets": {"proposals": budget, "steps": budget, "wall_seconds": 3600}},
+        "environment": environment,
+        "planner": {"kind": "chat-tools", "task": task, "model": "demo-fake-model", "base_url": base_url,
+                    "timeout_seconds": timeout_seconds, "max_attempts": 2, "risks": risks},
+        "verifier": {"kind": "always"},
+    }, comment=f'Demo scenario "{name}": {description}.\n'
+               "Written by `manage.py demo`; the model is the demo's fake model server (scripted replies).")
 
 
 LEDGER_DDL = ("CREATE TABLE IF NOT EXISTS ledger (order_ref VARCHAR(40) PRIMARY KEY, sku VARCHAR(40) NOT NULL, "

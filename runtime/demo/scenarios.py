@@ -18,10 +18,11 @@ The running run and the model-driven runs are in :mod:`runtime.demo.agents`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from runtime.taskspec.writing import replay_task_write
 
 
 @dataclass(frozen=True)
@@ -78,74 +79,24 @@ SCENARIOS = (
 MIN_COMMITS = max(s.base for s in SCENARIOS) + 1
 """First-parent commits the source needs (``HEAD~6`` must exist)."""
 
-TASK_TEMPLATE = """\
-# Demo scenario "{name}": {description}.
-# Written by `manage.py demo`; replays {base_rev}..{tip_rev} of {source_name}.
-
-[task]
-id = "demo-{name_dashed}"
-version = "1"
-
-[versions]
-model = "none"
-prompt = "none"
-rules = "replay-v1"
-tool_schema = "git-commit-v1"
-
-[policy]
-id = "demo-{name_dashed}"
-version = "1"
-allowed_actions = {allowed_actions}
-allowed_paths = ["**"]
-permissions = ["git.commit"]
-approval_risks = {approval_risks}
-
-[policy.budgets]
-proposals = 40
-steps = 40
-wall_seconds = 900
-cost_micros = 0
-
-[environment]
-adapter = "git"
-target = "../targets/{name}"
-setup = "clone-at-base"
-
-[planner]
-kind = "git-history"
-source = {source}
-range = "{base_rev}..{tip_rev}"
-risk = "low"
-
-[verifier]
-kind = "tree-equals-source"
-"""
-
-
-
-def _toml_list(values: tuple[str, ...]) -> str:
-    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
-
-
 def task_write(*, scenario: Scenario, source: Path, workdir: Path, revs: dict[int, str]) -> Path:
-    """Write the scenario's task spec to ``<workdir>/tasks/<name>.toml`` and return its path."""
-    path = workdir / "tasks" / f"{scenario.name}.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        TASK_TEMPLATE.format(
-            name=scenario.name,
-            name_dashed=scenario.name.replace("_", "-"),
-            description=scenario.description,
-            source=json.dumps(str(source)),
-            source_name=source.name,
-            base_rev=revs[scenario.base],
-            tip_rev=revs[scenario.tip],
-            allowed_actions=_toml_list(scenario.allowed_actions),
-            approval_risks=_toml_list(scenario.approval_risks),
-        ),
-        encoding="utf-8",
-    )
-    return path
+    """Write the scenario's task spec to ``<workdir>/tasks/<name>.toml`` and return its path.
+
+    Args:
+        scenario: the scenario; its ``base`` and ``tip`` are keys of ``revs``.
+        source: the repository replayed.
+        workdir: the demo's work directory; the run's clone goes to ``<workdir>/targets/<name>``.
+        revs: ``k -> commit id of HEAD~k`` of ``source``.
+    """
+    base, tip = revs[scenario.base], revs[scenario.tip]
+    dashed = f"demo-{scenario.name.replace('_', '-')}"
+    return replay_task_write(
+        path=workdir / "tasks" / f"{scenario.name}.toml",
+        comment=(f'Demo scenario "{scenario.name}": {scenario.description}.\n'
+                 f"Written by `manage.py demo`; replays {base}..{tip} of {source.name}."),
+        task_id=dashed, source=source, range_=f"{base}..{tip}", target=f"../targets/{scenario.name}",
+        allowed_actions=scenario.allowed_actions, approval_risks=scenario.approval_risks,
+        wall_seconds=900, risk="low")
 
 
 def conflicting_commit(action_params: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from kombu.exceptions import OperationalError
@@ -119,7 +121,7 @@ def demo_seed(*, source: Path, workdir: Path, services: DemoServices, worker: st
         else:
             spec = agent_task_write(scenario=agents[name], workdir=workdir, model_base_url=services.model_base_url,
                                     orders_port=services.orders_port)
-        runs[name] = _SEEDERS[name](spec, worker)
+        runs[name] = _SEEDERS[name](name, spec, worker)
         log.info("demo: seeded %s as run %s", name, runs[name])
     (workdir / MARKER).write_text(json.dumps(runs, indent=2) + "\n", encoding="utf-8")
     return DemoSeed(runs=runs, created=True)
@@ -132,14 +134,17 @@ def _expect(run_id: str, name: str, phase: str, stop_reason: str | None = None) 
         raise DemoSetupError(f"demo scenario {name} should be {phase} but is {got}", run_id=run_id)
 
 
-def _seed_completed(spec: Path, worker: str) -> str:
+def _seed_driven(name: str, spec: Path, worker: str, *, phase: str, stop_reason: str | None = None,
+                 max_steps: int | None = None) -> str:
+    """Start scenario ``name``'s run, advance it until it stops by itself (or ``max_steps``
+    steps), and check it stopped in ``phase`` (and for ``stop_reason``); return its run id."""
     run_id = run_start(spec_path=spec, worker=worker)
-    run_advance(run_id=run_id, worker=worker)
-    _expect(run_id, "completed", "completed")
+    run_advance(run_id=run_id, worker=worker, max_steps=max_steps)
+    _expect(run_id, name, phase, stop_reason)
     return run_id
 
 
-def _seed_running(spec: Path, worker: str) -> str:
+def _seed_running(name: str, spec: Path, worker: str) -> str:
     run_id = run_start(spec_path=spec, worker=worker)
     try:
         runtime.workers.dispatch.run_enqueue(run_id=run_id)  # looked up at call time: stories record it
@@ -148,34 +153,11 @@ def _seed_running(spec: Path, worker: str) -> str:
     return run_id
 
 
-def _seed_agent_orders(spec: Path, worker: str) -> str:
-    run_id = run_start(spec_path=spec, worker=worker)
-    run_advance(run_id=run_id, worker=worker)
-    _expect(run_id, "agent_orders", "awaiting_approval", "approval_required")
-    return run_id
-
-
-def _seed_agent_ledger(spec: Path, worker: str) -> str:
-    run_id = run_start(spec_path=spec, worker=worker)
-    run_advance(run_id=run_id, worker=worker)
-    _expect(run_id, "agent_ledger", "completed", "verified")
-    return run_id
-
-
-def _seed_awaiting(spec: Path, worker: str) -> str:
-    run_id = run_start(spec_path=spec, worker=worker)
-    run_advance(run_id=run_id, worker=worker)
-    _expect(run_id, "awaiting_approval", "awaiting_approval")
-    return run_id
-
-
-def _seed_expired(spec: Path, worker: str) -> str:
-    run_id = run_start(spec_path=spec, worker=worker)
-    run_advance(run_id=run_id, worker=worker)
-    _expect(run_id, "approval_expired", "awaiting_approval", "approval_required")
+def _seed_expired(name: str, spec: Path, worker: str) -> str:
+    run_id = _seed_driven(name, spec, worker, phase="awaiting_approval", stop_reason="approval_required")
     waiting = approvals_waiting(run_ids=[run_id])
     if len(waiting) != 1:
-        raise DemoSetupError("demo scenario approval_expired is not in the approvals queue",
+        raise DemoSetupError(f"demo scenario {name} is not in the approvals queue",
                              run_id=run_id)
     try:
         approval_grant(
@@ -188,17 +170,15 @@ def _seed_expired(spec: Path, worker: str) -> str:
         pass  # the grant is committed before the enqueue; the worker is not needed here
     time.sleep(1.2)  # let the one-second approval expire (approvals are judged by wall clock)
     run_advance(run_id=run_id, worker=worker)
-    _expect(run_id, "approval_expired", "awaiting_approval", "approval_expired")
+    _expect(run_id, name, "awaiting_approval", "approval_expired")
     return run_id
 
 
-def _seed_conflict(spec: Path, worker: str) -> str:
-    run_id = run_start(spec_path=spec, worker=worker)
-    run_advance(run_id=run_id, worker=worker, max_steps=1)
-    _expect(run_id, "receipt_conflict", "pending")
+def _seed_conflict(name: str, spec: Path, worker: str) -> str:
+    run_id = _seed_driven(name, spec, worker, phase="pending", max_steps=1)
     pending = checkpoint_verify(run_id=run_id).state.pending
     if pending is None:
-        raise DemoSetupError("demo scenario receipt_conflict has no pending write", run_id=run_id)
+        raise DemoSetupError(f"demo scenario {name} has no pending write", run_id=run_id)
     other = Action(
         kind=pending.action.kind,
         target=pending.action.target,
@@ -215,25 +195,19 @@ def _seed_conflict(spec: Path, worker: str) -> str:
         blobs=lambda digest: attachment_get(digest=digest),
     )
     run_advance(run_id=run_id, worker=worker)
-    _expect(run_id, "receipt_conflict", "needs_review", "receipt_conflict")
+    _expect(run_id, name, "needs_review", "receipt_conflict")
     return run_id
 
 
-def _seed_failed(spec: Path, worker: str) -> str:
-    run_id = run_start(spec_path=spec, worker=worker)
-    run_advance(run_id=run_id, worker=worker)
-    _expect(run_id, "failed", "failed", "policy_violation")
-    return run_id
-
-
-_SEEDERS = {
-    "completed": _seed_completed,
+_SEEDERS: dict[str, Callable[[str, Path, str], str]] = {
+    "completed": partial(_seed_driven, phase="completed"),
     "running": _seed_running,
-    "awaiting_approval": _seed_awaiting,
+    "awaiting_approval": partial(_seed_driven, phase="awaiting_approval"),
     "approval_expired": _seed_expired,
     "receipt_conflict": _seed_conflict,
     "receipt_conflict_2": _seed_conflict,
-    "failed": _seed_failed,
-    "agent_orders": _seed_agent_orders,
-    "agent_ledger": _seed_agent_ledger,
+    "failed": partial(_seed_driven, phase="failed", stop_reason="policy_violation"),
+    "agent_orders": partial(_seed_driven, phase="awaiting_approval", stop_reason="approval_required"),
+    "agent_ledger": partial(_seed_driven, phase="completed", stop_reason="verified"),
 }
+"""How each scenario is seeded: ``seeder(name, spec path, worker) -> run id``."""

@@ -16,7 +16,7 @@ from runtime.checkpoints.checks import Restored
 from runtime.checkpoints.protocol import checkpoint_restore
 from runtime.core.checkpoint import VersionSet
 from runtime.models import Run
-from runtime.regression.sources import regress_git
+from runtime.planners.git_history.history_builder import history_git
 from runtime.taskspec import TaskSpec, scenario_fingerprint
 
 _FIELDS = ("cursor", "intent_digest", "requires_approval", "reason", "passed", "attempts", "keys",
@@ -85,7 +85,7 @@ def regress_side_effects(run_id: str, name: Callable[[Any], Any]) -> list[dict[s
                  **{k: r["receipt"]["result"].get(k) for k in ("op", "path", "content", "executable", "previous")}}
                 for r in _journal(target) if r["type"] == "committed"]
     out = []
-    log = regress_git(target, "log", "--reverse", "--format=%H%x1f%T%x1f%s%x1f"
+    log = history_git(target, "log", "--reverse", "--format=%H%x1f%T%x1f%s%x1f"
                       "%(trailers:key=Idempotency-Key,valueonly,separator=%x2c)%x1f"
                       "%(trailers:key=Intent-Digest,valueonly,separator=%x2c)", "HEAD")
     for line in log.splitlines():
@@ -93,7 +93,7 @@ def regress_side_effects(run_id: str, name: Callable[[Any], Any]) -> list[dict[s
         if not keys:
             continue
         files = {}
-        for row in regress_git(target, "diff-tree", "-r", "--no-commit-id", "--no-renames", sha).splitlines():
+        for row in history_git(target, "diff-tree", "-r", "--no-commit-id", "--no-renames", sha).splitlines():
             meta, path = row.split("\t", 1)
             _, new_mode, _, new_blob, status = meta.lstrip(":").split(" ")
             files[path] = None if status == "D" else f"{new_mode} {new_blob}"

@@ -1,73 +1,63 @@
 """What the regression fixtures' scenarios need outside the database: the small source history
 and a git that hangs on its commit point (DESIGN.md section 8.5).
 
-Both are built the same way on every machine: fixed author and committer dates make the commit
-ids, trees and every replayed action's intent digest stable, which is what lets a fixture record
-them.
+The history is built with :mod:`runtime.planners.git_history.history_builder`, the same way on
+every machine: fixed author and committer dates make the commit ids, trees and every replayed
+action's intent digest stable, which is what lets a fixture record them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import runtime.adapters.git.process as git_process
 from runtime.errors import ConfigurationError
-from runtime.planners.git_history.source import git_env
+from runtime.planners.git_history.history_builder import (
+    history_commit,
+    history_head,
+    history_init,
+    history_write,
+)
 
-COMMITTER = {"GIT_COMMITTER_NAME": "Replay Bot", "GIT_COMMITTER_EMAIL": "replay@example.org",
-             "GIT_COMMITTER_DATE": "2025-06-01T00:00:00+00:00"}
+SMALL_HISTORY_COMMITS = 5
+"""Commits after the root in :func:`small_history_build`; the fixtures replay ``last:5``."""
 
 
-def regress_git(repo: Path, *args: str, input: bytes | None = None, **env: str) -> str:
-    """Run git in ``repo`` with a neutral config and the fixed committer; stdout as text.
+def small_history_build(repo: Path) -> list[str]:
+    """A root commit plus five: add, edit two files, add an executable, delete, add in a
+    directory (and make a file executable). Returns the five commit ids, oldest first.
 
     Raises:
-        ConfigurationError: git failed (the message carries its stderr).
+        FileExistsError: ``repo`` exists.
+        ConfigurationError: git failed.
     """
-    proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True,
-                          env={**git_env(), **COMMITTER, **env}, check=False)
-    if proc.returncode != 0:
-        raise ConfigurationError(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace')[:300]}")
-    return proc.stdout.decode("utf-8", "replace")
-
-
-def _write(repo: Path, rel: str, text: str, *, mode: int = 0o644) -> None:
-    path = repo / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-
-
-def _commit(repo: Path, message: str, date: str) -> None:
-    regress_git(repo, "add", "-A")
-    regress_git(repo, "commit", "-q", "--allow-empty", "-F", "-", input=message.encode(),
-                GIT_AUTHOR_NAME="Ada Lovelace", GIT_AUTHOR_EMAIL="ada@example.org", GIT_AUTHOR_DATE=date)
-
-
-def small_history_build(repo: Path) -> None:
-    """A root commit plus five: add, edit two files, add an executable, delete, add in a directory."""
-    repo.mkdir(parents=True)
-    regress_git(repo, "init", "-q", "-b", "main")
-    _write(repo, "README.md", "hello\n")
-    _write(repo, "notes.txt", "short-lived notes\n")
-    _commit(repo, "Initial import\n", "2024-03-01T09:00:00+00:00")
-    _write(repo, "src/app.py", "print('v1')\n")
-    _commit(repo, "Add the app\n", "2024-03-02T09:00:00+01:00")
-    _write(repo, "README.md", "hello\nworld\n")
-    _write(repo, "src/app.py", "print('v2')\n")
-    _commit(repo, "Edit README and app\n\nTwo files at once.\n", "2024-03-03T09:00:00-05:00")
-    _write(repo, "scripts/run.sh", "#!/bin/sh\necho run\n", mode=0o755)
-    _commit(repo, "Add an executable script\n", "2024-03-04T09:00:00+00:00")
+    history_init(repo)
+    history_write(repo, "README.md", "hello\n")
+    history_write(repo, "notes.txt", "short-lived notes\n")
+    history_commit(repo, "Initial import\n", date="2024-03-01T09:00:00+00:00")
+    commits = []
+    history_write(repo, "src/app.py", "print('v1')\n")
+    history_commit(repo, "Add the app\n", date="2024-03-02T09:00:00+01:00")
+    commits.append(history_head(repo))
+    history_write(repo, "README.md", "hello\nworld\n")
+    history_write(repo, "src/app.py", "print('v2')\n")
+    history_commit(repo, "Edit README and app\n\nTwo files at once.\n", date="2024-03-03T09:00:00-05:00")
+    commits.append(history_head(repo))
+    history_write(repo, "scripts/run.sh", "#!/bin/sh\necho run\n", mode=0o755)
+    history_commit(repo, "Add an executable script\n", date="2024-03-04T09:00:00+00:00")
+    commits.append(history_head(repo))
     (repo / "notes.txt").unlink()
-    _commit(repo, "Delete the notes\n", "2024-03-05T09:00:00+00:00")
-    _write(repo, "docs/guide/intro.md", "# Intro\n")
+    history_commit(repo, "Delete the notes\n", date="2024-03-05T09:00:00+00:00")
+    commits.append(history_head(repo))
+    history_write(repo, "docs/guide/intro.md", "# Intro\n")
     (repo / "src/app.py").chmod(0o755)
-    _commit(repo, "Add docs; make the app executable\n", "2024-03-06T09:00:00+09:00")
+    history_commit(repo, "Add docs; make the app executable\n", date="2024-03-06T09:00:00+09:00")
+    commits.append(history_head(repo))
+    return commits
 
 
 HANGING_GIT = """#!/bin/sh

@@ -3,52 +3,12 @@ source, into a fresh clone at the range's base, verified by tree equality (DESIG
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from runtime.taskspec.writing import replay_task_write
 
 TASK_ID = "replay-check"
 """Task id of every run the check creates (``manage.py runs`` shows them under it)."""
-
-_TASK = """\
-# Written by manage.py replay_check: replay {count} first-parent commits of the source.
-
-[task]
-id = "{task_id}"
-version = "1"
-
-[versions]
-model = "none"
-prompt = "none"
-rules = "replay-v1"
-tool_schema = "git-commit-v1"
-
-[policy]
-id = "replay-check"
-version = "1"
-allowed_actions = ["commit"]
-allowed_paths = ["**"]
-permissions = ["git.commit"]
-approval_risks = []
-
-[policy.budgets]
-proposals = {budget}
-steps = {budget}
-wall_seconds = {wall_seconds}
-cost_micros = 0
-
-[environment]
-adapter = "git"
-target = {target}
-setup = "clone-at-base"
-
-[planner]
-kind = "git-history"
-source = {source}
-range = {range}
-
-[verifier]
-kind = "tree-equals-source"
-"""
 
 
 def write_replay_task(*, directory: Path, source: Path, range_: str, count: int) -> Path:
@@ -61,15 +21,8 @@ def write_replay_task(*, directory: Path, source: Path, range_: str, count: int)
     Returns:
         The path of the task file.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "task.toml"
-    path.write_text(_TASK.format(
-        count=count,
-        task_id=TASK_ID,
-        budget=2 * count + 20,
-        wall_seconds=max(3600, 86400 * (count // 1000 + 1)),
-        target=json.dumps(str(directory / "target")),
-        source=json.dumps(str(source)),
-        range=json.dumps(range_),
-    ), encoding="utf-8")
-    return path
+    return replay_task_write(
+        path=directory / "task.toml",
+        comment=f"Written by manage.py replay_check: replay {count} first-parent commits of the source.",
+        task_id=TASK_ID, source=source, range_=range_, target=directory / "target",
+        budget=2 * count + 20, wall_seconds=max(3600, 86400 * (count // 1000 + 1)))

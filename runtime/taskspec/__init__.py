@@ -11,6 +11,8 @@ The curated surface of the package; the modules below never import it back:
 * :mod:`runtime.taskspec.policy` -- :func:`policy_check` and :func:`needs_approval` (DESIGN.md
   section 6);
 * :mod:`runtime.taskspec.fingerprint` -- :func:`scenario_fingerprint` (DESIGN.md section 3).
+* :mod:`runtime.taskspec.writing` -- TOML text from data (:func:`toml_dumps`) and the one
+  git-history replay task every tool writes (:func:`replay_task_write`).
 
 Framework-free: nothing here imports Django.
 """

@@ -20,8 +20,8 @@ from tests.celery.support import (
     sqlite_broker_url,
     start_process,
     start_worker,
-    write_replay_task,
 )
+from tests.engine.support import write_replay_task
 from tests.helpers.keys import TestKey
 from tests.helpers.procs import child_env
 
@@ -109,4 +109,4 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def replay_task(tmp_path: Path, source: Path) -> Path:
     """A git-history replay of the source's last five commits (setup = clone-at-base)."""
-    return write_replay_task(tmp_path / "replay", source, SOURCE_COMMITS)
+    return write_replay_task(tmp_path / "replay", source, count=SOURCE_COMMITS, task_id="celery-replay")

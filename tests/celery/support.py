@@ -10,19 +10,17 @@ by pid, then SIGKILL to its process group (the worker and its pool) after a time
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.planners.git_history.history_builder import history_commit, history_init, history_write
 from tests.helpers.procs import ROOT, child_env, wait_for
-from tests.planners.gitrepo import git
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/11"
 
@@ -36,81 +34,21 @@ def on_postgres() -> bool:
 # --- a small source history -------------------------------------------------------------------
 
 
-def _write(repo: Path, rel: str, text: str) -> None:
-    path = repo / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
-def _commit(repo: Path, message: str, date: str) -> None:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-F", "-", input=message.encode(), GIT_AUTHOR_NAME="Ada Lovelace",
-        GIT_AUTHOR_EMAIL="ada@example.org", GIT_AUTHOR_DATE=date)
-
-
 def build_source(repo: Path, commits: int) -> None:
     """A root commit plus ``commits`` commits, each adding, editing or deleting a file.
 
     Fixed dates, so the same history (and the same intents) on every machine.
     """
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    _write(repo, "README.md", "hello\n")
-    _commit(repo, "Initial import\n", "2024-05-01T09:00:00+00:00")
+    history_init(repo)
+    history_write(repo, "README.md", "hello\n")
+    history_commit(repo, "Initial import\n", date="2024-05-01T09:00:00+00:00")
     for i in range(1, commits + 1):
-        _write(repo, f"notes/{i:02d}.md", f"note {i}\n")
+        history_write(repo, f"notes/{i:02d}.md", f"note {i}\n")
         if i % 2 == 0:
-            _write(repo, "README.md", f"hello\nedit {i}\n")
+            history_write(repo, "README.md", f"hello\nedit {i}\n")
         if i % 3 == 0:
             (repo / f"notes/{i - 1:02d}.md").unlink()
-        _commit(repo, f"Step {i}\n", f"2024-05-{1 + i:02d}T09:00:00+00:00")
-
-
-REPLAY_TASK = """\
-[task]
-id = "celery-replay"
-version = "1"
-
-[policy]
-id = "replay"
-version = "1"
-allowed_actions = ["commit"]
-allowed_paths = ["**"]
-
-[policy.budgets]
-proposals = 40
-steps = 40
-wall_seconds = 600
-
-[environment]
-adapter = "git"
-target = "target"
-setup = "clone-at-base"
-
-[planner]
-kind = "git-history"
-source = {source}
-range = "last:{count}"
-
-[verifier]
-kind = "tree-equals-source"
-"""
-
-
-def write_replay_task(directory: Path, source: Path, count: int) -> Path:
-    """A task replaying ``source``'s last ``count`` commits into a fresh clone at their base."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "task.toml"
-    path.write_text(REPLAY_TASK.format(source=json.dumps(str(source)), count=count),
-                    encoding="utf-8")
-    return path
-
-
-def key_effects(repo: Path) -> Counter[str]:
-    """How many commits on HEAD carry each ``Idempotency-Key`` trailer (the repo's own record)."""
-    out = git(repo, "log", "--format=%x1e%(trailers:key=Idempotency-Key,valueonly)", "HEAD")
-    return Counter(line.strip() for record in out.split("\x1e")[1:]
-                   for line in record.splitlines() if line.strip())
+        history_commit(repo, f"Step {i}\n", date=f"2024-05-{1 + i:02d}T09:00:00+00:00")
 
 
 # --- brokers ----------------------------------------------------------------------------------

@@ -16,10 +16,11 @@ import pytest
 from celery import Celery
 from django.db import transaction
 
-from runtime.workers.dispatch import run_enqueue
 from runtime.engine import run_start
 from runtime.models import Run
-from tests.celery.support import Worker, key_effects, wait_for_phase
+from runtime.workers.dispatch import run_enqueue
+from tests.celery.support import Worker, wait_for_phase
+from tests.engine.support import key_effects
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

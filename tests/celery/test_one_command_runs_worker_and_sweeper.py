@@ -17,7 +17,8 @@ from django.conf import settings
 from runtime.engine import run_start
 from runtime.management.commands.worker import worker_argv
 from runtime.models import Run
-from tests.celery.support import Worker, key_effects, wait_for_phase
+from tests.celery.support import Worker, wait_for_phase
+from tests.engine.support import key_effects
 from tests.helpers.procs import MANAGE
 
 pytestmark = pytest.mark.django_db(transaction=True)

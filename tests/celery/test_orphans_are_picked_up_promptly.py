@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from runtime.engine import run_start
-from runtime.ownership.leases import lease_acquire
 from runtime.models import Run, TraceEvent
-from tests.celery.support import Worker, key_effects, wait_for_phase
+from runtime.ownership.leases import lease_acquire
+from tests.celery.support import Worker, wait_for_phase
+from tests.engine.support import key_effects
 from tests.factories import write_scripted_task
 from tests.helpers.procs import KILLED
 

@@ -19,7 +19,8 @@ from runtime.engine import run_start
 from runtime.models import Run, TraceEvent
 from runtime.observability.stats import recovery_stats
 from tests.celery.conftest import SOURCE_COMMITS
-from tests.celery.support import Worker, expected_transport, key_effects, wait_for_phase
+from tests.celery.support import Worker, expected_transport, wait_for_phase
+from tests.engine.support import key_effects
 from tests.helpers.procs import KILLED
 
 pytestmark = pytest.mark.django_db(transaction=True)

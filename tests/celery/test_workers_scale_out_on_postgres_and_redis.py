@@ -16,7 +16,8 @@ import pytest
 from runtime.engine import run_start
 from runtime.models import Run, TraceEvent
 from runtime.observability.stats import recovery_stats
-from tests.celery.support import Worker, key_effects, wait_for_phase
+from tests.celery.support import Worker, wait_for_phase
+from tests.engine.support import key_effects
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -21,10 +21,11 @@ from django.db.models.functions import Now
 from runtime.checkpoints.protocol import checkpoint_commit
 from runtime.engine import run_advance, run_start
 from runtime.errors import LeaseHeldError, RunDiscardRefusedError, RunNotFoundError
-from runtime.ownership.leases import lease_acquire
 from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
+from runtime.ownership.leases import lease_acquire
+from runtime.regression.sources import small_history_build
 from runtime.workers.run_discard import run_discard, run_find_half_created
-from tests.engine.support import build_small_history, write_replay_task, write_scripted_task
+from tests.engine.support import write_replay_task, write_scripted_task
 from tests.factories import make_state
 from tests.helpers.procs import KILLED, child_env, run_manage, wait_for
 
@@ -40,7 +41,7 @@ committed, not half-created, whether its mark moved or not (section 4.3)."""
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("history") / "source"
-    build_small_history(path)
+    small_history_build(path)
     return path
 
 

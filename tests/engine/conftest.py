@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.support import build_small_history, write_replay_task, write_scripted_task
+from runtime.regression.sources import small_history_build
+from tests.engine.support import write_replay_task, write_scripted_task
 from tests.helpers.keys import TestKey
 
 
@@ -18,9 +19,9 @@ def keys(ratchet_keys: dict[str, TestKey]) -> dict[str, TestKey]:
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small source repository (see ``build_small_history``), shared read-only per module."""
+    """A small source repository (see ``small_history_build``), shared read-only per module."""
     path = tmp_path_factory.mktemp("history") / "source"
-    build_small_history(path)
+    small_history_build(path)
     return path
 
 

@@ -11,113 +11,49 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from runtime.adapters.base import Adapter
 from runtime.adapters.factory import open_adapter
 from runtime.checkpoints.checks import Restored
 from runtime.checkpoints.protocol import checkpoint_restore
-from runtime.core.checkpoint import Action, VersionSet
+from runtime.checkpoints.session import _InitialObservation
+from runtime.core.checkpoint import Action, Receipt, VersionSet
+from runtime.evidence.attachments import attachment_get
 from runtime.models import Run, TraceEvent
 from runtime.planners.git_history.planner import GitHistoryPlanner
-from runtime.regression.sources import hanging_git_install
-from runtime.checkpoints.session import _InitialObservation
+from runtime.regression.sources import SMALL_HISTORY_COMMITS, hanging_git_install
 from runtime.taskspec import TaskSpec, scenario_fingerprint
+from runtime.taskspec.writing import replay_task, toml_dumps
 from tests.planners.gitrepo import BlobStore, git, observation
 
-# --- a small source history -----------------------------------------------------------------
+# --- the small source history and its replay task -----------------------------------------------------------------
 
-SOURCE_COMMITS = 5
-"""Commits after the root in :func:`build_small_history`; the replay range is ``last:5``."""
-
-
-def _write(repo: Path, rel: str, text: str, *, mode: int = 0o644) -> None:
-    path = repo / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
+SOURCE_COMMITS = SMALL_HISTORY_COMMITS
+"""Commits after the root in the small history the stories replay
+(``runtime.regression.sources.small_history_build``); the replay range is ``last:5``."""
 
 
-def _commit(repo: Path, message: str, date: str) -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "--allow-empty", "-F", "-", input=message.encode(),
-        GIT_AUTHOR_NAME="Ada Lovelace", GIT_AUTHOR_EMAIL="ada@example.org", GIT_AUTHOR_DATE=date)
-    return git(repo, "rev-parse", "HEAD").strip()
+def replay_task_text(source: Path | str, *, count: int = SOURCE_COMMITS, risk: str = "low",
+                     approval_risks: tuple[str, ...] = (), budget: int = 40,
+                     task_id: str = "engine-replay") -> str:
+    """TOML text of a git-history replay of ``source``'s last ``count`` commits into ``target``
+    next to the file: the product's replay task (``runtime.taskspec.writing``) with no
+    ``[versions]`` and no permissions."""
+    return toml_dumps(replay_task(task_id=task_id, policy_id="replay", source=source, range_=f"last:{count}",
+                                  target="target", risk=risk, approval_risks=approval_risks, budget=budget,
+                                  versions=None, permissions=()))
 
 
-def build_small_history(repo: Path) -> list[str]:
-    """A root commit plus five commits: add, edit, add executable, delete, add in a directory.
-
-    Dates (author and committer) are fixed, so the commit ids, trees and every replayed action's
-    intent digest are the same on every machine. Returns the five commit ids, oldest first.
-    """
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    _write(repo, "README.md", "hello\n")
-    _write(repo, "notes.txt", "short-lived notes\n")
-    _commit(repo, "Initial import\n", "2024-03-01T09:00:00+00:00")
-    commits = []
-    _write(repo, "src/app.py", "print('v1')\n")
-    commits.append(_commit(repo, "Add the app\n", "2024-03-02T09:00:00+01:00"))
-    _write(repo, "README.md", "hello\nworld\n")
-    _write(repo, "src/app.py", "print('v2')\n")
-    commits.append(_commit(repo, "Edit README and app\n\nTwo files at once.\n",
-                           "2024-03-03T09:00:00-05:00"))
-    _write(repo, "scripts/run.sh", "#!/bin/sh\necho run\n", mode=0o755)
-    commits.append(_commit(repo, "Add an executable script\n", "2024-03-04T09:00:00+00:00"))
-    (repo / "notes.txt").unlink()
-    commits.append(_commit(repo, "Delete the notes\n", "2024-03-05T09:00:00+00:00"))
-    _write(repo, "docs/guide/intro.md", "# Intro\n")
-    (repo / "src/app.py").chmod(0o755)
-    commits.append(_commit(repo, "Add docs; make the app executable\n",
-                           "2024-03-06T09:00:00+09:00"))
-    return commits
-
-
-REPLAY_TASK = """\
-[task]
-id = "engine-replay"
-version = "1"
-
-[policy]
-id = "replay"
-version = "1"
-allowed_actions = ["commit"]
-allowed_paths = ["**"]
-approval_risks = [{approval_risks}]
-
-[policy.budgets]
-proposals = {budget}
-steps = {budget}
-wall_seconds = 600
-
-[environment]
-adapter = "git"
-target = "target"
-setup = "clone-at-base"
-
-[planner]
-kind = "git-history"
-source = {source}
-range = "last:{count}"
-risk = "{risk}"
-
-[verifier]
-kind = "tree-equals-source"
-"""
-
-
-def write_replay_task(directory: Path, source: Path, *, count: int = SOURCE_COMMITS,
-                      risk: str = "low", approval_risks: tuple[str, ...] = (),
-                      budget: int = 40) -> Path:
-    """A git-history replay of ``source``'s last ``count`` commits into ``directory/target``."""
+def write_replay_task(directory: Path, source: Path, **options: Any) -> Path:
+    """Write :func:`replay_task_text` (``options`` are its keyword arguments) to
+    ``directory/task.toml``; return the path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "task.toml"
-    path.write_text(REPLAY_TASK.format(
-        source=json.dumps(str(source)), count=count, risk=risk, budget=budget,
-        approval_risks=", ".join(json.dumps(r) for r in approval_risks),
-    ), encoding="utf-8")
+    path.write_text(replay_task_text(source, **options), encoding="utf-8")
     return path
 
 
@@ -156,14 +92,6 @@ WORKSPACE_FINAL = {
 }
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(value)
-
-
 def scripted_task_text(steps: list[dict[str, Any]], *, files: dict[str, str] | None = None,
                        absent: list[str] | None = None, approval_risks: tuple[str, ...] = (),
                        allowed_paths: tuple[str, ...] = ("**",), budget: int = 40,
@@ -173,29 +101,18 @@ def scripted_task_text(steps: list[dict[str, Any]], *, files: dict[str, str] | N
     ``files`` / ``absent`` set a ``files-equal`` verifier; without them the verifier is
     ``always``.
     """
-    lines = [
-        "[task]", f'id = "{task_id}"', 'version = "1"', "",
-        "[policy]", 'id = "scripted"', 'version = "1"',
-        'allowed_actions = ["write_file", "delete_file"]',
-        "allowed_paths = [" + ", ".join(json.dumps(p) for p in allowed_paths) + "]",
-        "approval_risks = [" + ", ".join(json.dumps(r) for r in approval_risks) + "]", "",
-        "[policy.budgets]", f"proposals = {budget}", f"steps = {budget}", "wall_seconds = 600", "",
-        "[environment]", 'adapter = "workspace"', 'target = "workspace"', "",
-        "[planner]", 'kind = "scripted"', "",
-    ]
-    for step in steps:
-        lines.append("[[planner.steps]]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in step.items())
-        lines.append("")
-    if files is None and absent is None:
-        lines += ["[verifier]", 'kind = "always"']
-    else:
-        lines += ["[verifier]", 'kind = "files-equal"',
-                  "absent = [" + ", ".join(json.dumps(p) for p in absent or []) + "]", "",
-                  "[verifier.files]"]
-        lines.extend(f"{json.dumps(path)} = {json.dumps(text)}"
-                     for path, text in sorted((files or {}).items()))
-    return "\n".join(lines) + "\n"
+    verifier: dict[str, Any] = {"kind": "always"}
+    if files is not None or absent is not None:
+        verifier = {"kind": "files-equal", "absent": list(absent or []), "files": dict(sorted((files or {}).items()))}
+    return toml_dumps({
+        "task": {"id": task_id, "version": "1"},
+        "policy": {"id": "scripted", "version": "1", "allowed_actions": ["write_file", "delete_file"],
+                   "allowed_paths": list(allowed_paths), "approval_risks": list(approval_risks),
+                   "budgets": {"proposals": budget, "steps": budget, "wall_seconds": 600}},
+        "environment": {"adapter": "workspace", "target": "workspace"},
+        "planner": {"kind": "scripted", **({"steps": steps} if steps else {})},
+        "verifier": verifier,
+    })
 
 
 def write_scripted_task(directory: Path, steps: list[dict[str, Any]] | None = None,
@@ -218,6 +135,35 @@ def write_scripted_task(directory: Path, steps: list[dict[str, Any]] | None = No
 def run_target(run_id: str) -> Path:
     """The environment directory the run acts on (a per-run clone for clone-at-base tasks)."""
     return Path(Run.objects.get(run_id=run_id).spec["target"])
+
+
+def execute_outside(run_id: str, action: Action | None = None) -> Receipt:
+    """Execute the run's pending write -- or ``action`` under the pending write's key -- straight
+    at a fresh adapter, with the run's current fencing token: what another caller, or a write
+    that landed before the engine heard of it, does. Returns the adapter's receipt."""
+    pending = restore(run_id).state.pending
+    assert pending is not None, f"run {run_id} has no pending write"
+    intent = pending.intent_digest if action is None else action.intent_digest()
+    return run_adapter(run_id).execute(
+        action or pending.action, idempotency_key=pending.idempotency_key, intent_digest=intent,
+        fencing_token=Run.objects.get(run_id=run_id).lease_version, blobs=lambda d: attachment_get(digest=d))
+
+
+def crash_point_hits(monkeypatch: Any, modules: Iterable[ModuleType]) -> Counter[str]:
+    """Count, per crash point name, how often the code in ``modules`` reaches it from now on
+    (each module's ``crash_point`` wrapped; a module without one is skipped)."""
+    hits: Counter[str] = Counter()
+    for module in modules:
+        original = getattr(module, "crash_point", None)
+        if original is None:
+            continue
+
+        def counted(name: str, original: Any = original) -> None:
+            hits[name] += 1
+            original(name)
+
+        monkeypatch.setattr(module, "crash_point", counted)
+    return hits
 
 
 def run_adapter(run_id: str) -> Adapter:

@@ -52,6 +52,7 @@ from tests.engine.support import (
     WORKSPACE_FINAL,
     WORKSPACE_STEPS,
     commit_trailer,
+    crash_point_hits,
     head_tree,
     journal_effects,
     key_effects,
@@ -224,19 +225,10 @@ def test_it_fails_closed_when_killed_while_creating_the_run(
 
 
 def _count_hits(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    hits: Counter[str] = Counter()
-    for module in (runtime.engine.propose, runtime.engine.execute, runtime.engine.settle,
-                   runtime.engine.complete, runtime.checkpoints.protocol, runtime.checkpoints.transaction,
-                   runtime.adapters.git.adapter,
-                   runtime.adapters.workspace.adapter):
-        original = module.crash_point
-
-        def counted(name: str, original=original) -> None:
-            hits[name] += 1
-            original(name)
-
-        monkeypatch.setattr(module, "crash_point", counted)
-    return hits
+    return crash_point_hits(monkeypatch, (
+        runtime.engine.propose, runtime.engine.execute, runtime.engine.settle, runtime.engine.complete,
+        runtime.checkpoints.protocol, runtime.checkpoints.transaction, runtime.adapters.git.adapter,
+        runtime.adapters.workspace.adapter))
 
 
 @pytest.mark.django_db(transaction=True)

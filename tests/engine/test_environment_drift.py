@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
 from runtime.models import Run
 from tests.engine.support import (
+    execute_outside,
     journal_effects,
     keyed_commits,
     outside_commit,
@@ -134,13 +134,8 @@ def test_it_does_not_replay_a_pending_command_after_resume_without_checking_file
 def test_it_refuses_the_pending_write_plus_one_more_commit(replay_task: Path) -> None:
     run_id = run_start(spec_path=replay_task)
     run_advance(run_id=run_id, max_steps=1)
-    pending = restore(run_id).state.pending
     target = run_target(run_id)
-    receipt = run_adapter(run_id).execute(
-        pending.action, idempotency_key=pending.idempotency_key,
-        intent_digest=pending.intent_digest,
-        fencing_token=Run.objects.get(run_id=run_id).lease_version,
-        blobs=lambda d: attachment_get(digest=d))
+    receipt = execute_outside(run_id)
     (target / "outside.txt").write_text("one more\n")
     outside_commit(target, "one more commit on top")
     before = keyed_commits(target)

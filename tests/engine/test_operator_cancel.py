@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.core.ledger import state_ledger
 from runtime.decisions.cancellation import run_request_cancel
 from runtime.engine import run_advance, run_start
-from runtime.models import Run
 from tests.engine.support import (
+    execute_outside,
     journal_effects,
     restore,
-    run_adapter,
     run_target,
     trace_events,
     trace_types,
@@ -52,11 +50,7 @@ def test_it_reconciles_a_pending_write_that_landed_before_cancelling(workspace_t
     run_id = run_start(spec_path=workspace_task)
     run_advance(run_id=run_id, max_steps=1)
     pending = restore(run_id).state.pending
-    receipt = run_adapter(run_id).execute(
-        pending.action, idempotency_key=pending.idempotency_key,
-        intent_digest=pending.intent_digest,
-        fencing_token=Run.objects.get(run_id=run_id).lease_version,
-        blobs=lambda d: attachment_get(digest=d))
+    receipt = execute_outside(run_id)
 
     run_request_cancel(run_id=run_id, requested_by="operator@example.org")
     report = run_advance(run_id=run_id)

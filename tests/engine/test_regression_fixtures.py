@@ -35,10 +35,10 @@ import pytest
 from runtime.regression.replay import FIXTURES as REGRESS_FIXTURES
 from runtime.regression.replay import regress_observe, regress_play
 from tests.engine.support import (
-    REPLAY_TASK,
     SOURCE_COMMITS,
     WORKSPACE_FINAL,
     WORKSPACE_STEPS,
+    replay_task_text,
     scripted_task_text,
 )
 
@@ -64,8 +64,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "scenario": [{"step": "start"}, {"step": "advance"}],
     },
     "timed_out": {
-        "task": REPLAY_TASK.format(source='"source"', count=SOURCE_COMMITS, risk="low",
-                                   budget=40, approval_risks=""),
+        "task": replay_task_text("source"),
         "source": "small-history",
         "scenario": [
             {"step": "start"},

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
+from runtime.checkpoints.receipts import receipt_cache_put
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start
-from runtime.models import IdempotencyRecord, Run
-from runtime.checkpoints.receipts import receipt_cache_put
-from tests.engine.support import keyed_commits, restore, run_adapter, run_target, trace_types
+from runtime.models import IdempotencyRecord
+from tests.engine.support import execute_outside, keyed_commits, restore, run_adapter, run_target, trace_types
 from tests.helpers.procs import KILLED, child_env, run_manage
 from tests.planners.gitrepo import git
 
@@ -77,11 +76,7 @@ def test_it_does_not_let_the_runtime_cache_mask_a_drifted_adapter_receipt(
     run_id = run_start(spec_path=replay_task)
     assert run_advance(run_id=run_id, max_steps=1).phase == "pending"
     pending = restore(run_id).state.pending
-    receipt = run_adapter(run_id).execute(
-        pending.action, idempotency_key=pending.idempotency_key,
-        intent_digest=pending.intent_digest,
-        fencing_token=Run.objects.get(run_id=run_id).lease_version,
-        blobs=lambda d: attachment_get(digest=d))
+    receipt = execute_outside(run_id)
     receipt_cache_put(run_id=run_id, receipt=receipt)
     row = IdempotencyRecord.objects.get(idempotency_key=pending.idempotency_key)
     row.receipt = {**row.receipt, field: DRIFTS[field]}

@@ -14,26 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.core.checkpoint import Action
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_put
 from runtime.models import Run
 from tests.engine.support import (
+    execute_outside,
     key_effects,
     keyed_commits,
     restore,
-    run_adapter,
     run_target,
     trace_events,
     trace_types,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _blobs(digest: str) -> bytes:
-    return attachment_get(digest=digest)
 
 
 def _conflicting_write(run_id: str):
@@ -46,9 +42,7 @@ def _conflicting_write(run_id: str):
                      "content": attachment_put(data=b"other parameters\n"), "executable": False}],
     })
     assert other.intent_digest() != pending.intent_digest
-    receipt = run_adapter(run_id).execute(
-        other, idempotency_key=pending.idempotency_key, intent_digest=other.intent_digest(),
-        fencing_token=Run.objects.get(run_id=run_id).lease_version, blobs=_blobs)
+    receipt = execute_outside(run_id, other)
     return pending, receipt
 
 
@@ -105,10 +99,7 @@ def test_it_refuses_new_proposals_and_execution_while_frozen(replay_task: Path) 
     assert len(trace_events(run_id, "intent.proposed")) == 1
     # Executing the planned write directly under the conflicted key gets the conflicting
     # receipt back and writes nothing: one key, one business result.
-    direct = run_adapter(run_id).execute(
-        pending.action, idempotency_key=pending.idempotency_key,
-        intent_digest=pending.intent_digest,
-        fencing_token=Run.objects.get(run_id=run_id).lease_version, blobs=_blobs)
+    direct = execute_outside(run_id)
     assert direct == receipt
     assert key_effects(target) == {pending.idempotency_key: 1}
 
@@ -119,9 +110,7 @@ def test_it_freezes_on_a_conflicting_workspace_receipt_too(workspace_task: Path)
     pending = restore(run_id).state.pending
     other = Action(kind="write_file", target="elsewhere.txt",
                    params={"content": attachment_put(data=b"different parameters\n")})
-    receipt = run_adapter(run_id).execute(
-        other, idempotency_key=pending.idempotency_key, intent_digest=other.intent_digest(),
-        fencing_token=Run.objects.get(run_id=run_id).lease_version, blobs=_blobs)
+    receipt = execute_outside(run_id, other)
 
     report = run_advance(run_id=run_id)
 

@@ -19,8 +19,9 @@ branch's first-parent line, after a root commit, holds one commit per case:
   and an octopus merge of two branches;
 * authors and committers that differ, with offsets such as ``+1345``, ``-0930`` and ``-0000``.
 
-Raw commits are written with ``git hash-object -t commit`` where porcelain would normalise the
-case away. Everything is deterministic: the same call builds the same commit ids. Use it as
+It is built with the product's :mod:`runtime.planners.git_history.history_builder`; raw commits
+are written with ``git hash-object -t commit`` where porcelain would normalise the case away.
+Everything is deterministic: the same call builds the same commit ids. Use it as
 ``source`` of a ``git-history`` task with ``range = "last:N"`` where ``N`` is
 ``first_parent_count(path) - 1`` (every commit after the root).
 """
@@ -29,11 +30,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from pathlib import Path
 
-AUTHOR = {"GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_AUTHOR_EMAIL": "ada@example.org",
-          "GIT_COMMITTER_NAME": "Grace Hopper", "GIT_COMMITTER_EMAIL": "grace@example.org"}
+from runtime.planners.git_history.history_builder import history_commit, history_git, history_init, history_write
+
+_COMMITTER = {"GIT_COMMITTER_NAME": "Grace Hopper", "GIT_COMMITTER_EMAIL": "grace@example.org"}
 _FAKE_SUBMODULE_COMMITS = ("1" * 40, "2" * 40)
 UNUSUAL_NAMES = (
     "with space.txt", "-leading-dash.txt", "tab\there.txt", "new\nline.txt", "back\\slash.txt",
@@ -42,24 +43,23 @@ UNUSUAL_NAMES = (
 )
 
 
+ROOT_FILES = {
+    "README.md": "# cases\n", "src/app.py": "print('v1')\n", "mode.sh": "#!/bin/sh\necho mode\n",
+    "dir_to_file/a.txt": "a\n", "dir_to_file/b.txt": "b\n", "file_to_dir": "a file for now\n",
+    "old_name.txt": "renamed later\n", "becomes_link.txt": "a file, then a link\n",
+}
+"""The root commit's files (path -> text), each there to be changed by a later case."""
+
+
+def _dates(n: int) -> dict[str, str]:
+    """Author and committer of case ``n``: different people, times and offsets."""
+    return {"GIT_AUTHOR_DATE": f"{1_700_000_000 + n * 3600} +0200",
+            "GIT_COMMITTER_DATE": f"{1_700_000_000 + n * 3600 + 60} -0500", **_COMMITTER}
+
+
 def _git(repo: Path, *args: str, input: bytes | None = None, date: int = 0) -> str:
-    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LC_ALL": "C",
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, **AUTHOR,
-           "GIT_AUTHOR_DATE": f"{1_700_000_000 + date * 3600} +0200",
-           "GIT_COMMITTER_DATE": f"{1_700_000_000 + date * 3600 + 60} -0500"}
-    done = subprocess.run(["git", "-C", str(repo), "-c", "core.autocrlf=false",
-                           "-c", "core.protectNTFS=false", *args], input=input,
-                          capture_output=True, env=env, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"git {args[0]} failed: {done.stderr.decode(errors='replace')}")
-    return done.stdout.decode("utf-8", "surrogateescape")
-
-
-def _write(repo: Path, rel: str, data: bytes | str, *, mode: int = 0o644) -> None:
-    path = repo / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    path.chmod(mode)
+    return history_git(repo, "-c", "core.autocrlf=false", "-c", "core.protectNTFS=false", *args,
+                       input=input, **_dates(date))
 
 
 def _link(repo: Path, rel: str, target: str) -> None:
@@ -70,11 +70,9 @@ def _link(repo: Path, rel: str, target: str) -> None:
     os.symlink(target, path)
 
 
-def _commit(repo: Path, message: str | bytes, date: int, *extra: str) -> None:
-    raw = message.encode() if isinstance(message, str) else message
-    _git(repo, "add", "-A")
-    _git(repo, *extra, "commit", "-q", "--allow-empty", "--allow-empty-message",
-         "--cleanup=verbatim", "--no-verify", "-F", "-", input=raw, date=date)
+def _commit(repo: Path, message: str | bytes, date: int) -> None:
+    env = _dates(date)
+    history_commit(repo, message, date=env.pop("GIT_AUTHOR_DATE"), **env)
 
 
 def _raw_commit(repo: Path, message: bytes, *, author: bytes, committer: bytes,
@@ -109,22 +107,15 @@ def build_case_repo(path: Path) -> Path:
     The checked-out branch is ``main``; see the module docstring for what its history holds.
     """
     repo = path
-    repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
-    _write(repo, "README.md", "# cases\n")
-    _write(repo, "src/app.py", "print('v1')\n")
-    _write(repo, "mode.sh", "#!/bin/sh\necho mode\n")
-    _write(repo, "dir_to_file/a.txt", "a\n")
-    _write(repo, "dir_to_file/b.txt", "b\n")
-    _write(repo, "file_to_dir", "a file for now\n")
-    _write(repo, "old_name.txt", "renamed later\n")
-    _write(repo, "becomes_link.txt", "a file, then a link\n")
+    history_init(repo)
+    for rel, text in ROOT_FILES.items():
+        history_write(repo, rel, text)
     _commit(repo, "Root\n", 0)
 
     _commit(repo, "An empty commit\n", 1)
-    _write(repo, "crlf.txt", "line\r\n")
+    history_write(repo, "crlf.txt", "line\r\n")
     _commit(repo, b"Fix the thing\r\n\r\nBody with CRLF line ends\r\n", 2)
-    _write(repo, "tool.sh", "#!/bin/sh\necho tool\n", mode=0o755)
+    history_write(repo, "tool.sh", "#!/bin/sh\necho tool\n", mode=0o755)
     (repo / "mode.sh").chmod(0o755)
     _commit(repo, b"Trailing whitespace   \n\nbody\t \n \n", 3)
     (repo / "mode.sh").chmod(0o644)
@@ -141,18 +132,18 @@ def build_case_repo(path: Path) -> Path:
     (repo / "becomes_link.txt").unlink()
     _link(repo, "becomes_link.txt", "README.md")
     (repo / "dangling").unlink()
-    _write(repo, "dangling", "a file again\n")
+    history_write(repo, "dangling", "a file again\n")
     _raw_commit(repo, b"", author=b"Ada Lovelace <ada@example.org> 1700020000 -0000",
                 committer=b"Grace Hopper <grace@example.org> 1700020060 -0000")
 
-    _write(repo, ".gitmodules", '[submodule "vendor/lib"]\n\tpath = vendor/lib\n'
+    history_write(repo, ".gitmodules", '[submodule "vendor/lib"]\n\tpath = vendor/lib\n'
                                 "\turl = https://example.invalid/lib.git\n")
     (repo / "vendor/lib").mkdir(parents=True)  # an unpopulated submodule, as a clone has it
     _git(repo, "update-index", "--add", "--cacheinfo",
          f"160000,{_FAKE_SUBMODULE_COMMITS[0]},vendor/lib")
     _commit(repo, "Add a submodule\n\nIdempotency-Key: someone-elses-key\n", 7)
     _git(repo, "update-index", "--cacheinfo", f"160000,{_FAKE_SUBMODULE_COMMITS[1]},vendor/lib")
-    _write(repo, "latin1.txt", "caf\xe9\n".encode("latin-1"))
+    history_write(repo, "latin1.txt", "caf\xe9\n".encode("latin-1"))
     _raw_commit(repo, "Caf\xe9 cr\xe8me\n\nLatin-1 body.\n".encode("latin-1"),
                 author="Jos\xe9 Garc\xeda <jose@example.org> 1700030000 +0100".encode("latin-1"),
                 committer=b"Grace Hopper <grace@example.org> 1700030060 +0100",
@@ -160,41 +151,41 @@ def build_case_repo(path: Path) -> Path:
 
     _git(repo, "mv", "src/app.py", "src/main.py")
     _git(repo, "mv", "old_name.txt", "new_name.txt")
-    _write(repo, "new_name.txt", "renamed and edited\n")
+    history_write(repo, "new_name.txt", "renamed and edited\n")
     _commit(repo, "Renames\n---\nnot a patch\n# not a comment\n", 9)
-    _write(repo, "assets/binary.bin", bytes(range(256)) * 64 + b"\0\xff")
-    _write(repo, "assets/large.bin", _large_bytes(3 * 1024 * 1024))
+    history_write(repo, "assets/binary.bin", bytes(range(256)) * 64 + b"\0\xff")
+    history_write(repo, "assets/large.bin", _large_bytes(3 * 1024 * 1024))
     _commit(repo, "Binary and large files\n", 10)
     for n, name in enumerate(UNUSUAL_NAMES):
-        _write(repo, name, f"unusual {n}\n")
+        history_write(repo, name, f"unusual {n}\n")
     _commit(repo, "Unusual path names\n", 11)
 
     (repo / "file_to_dir").unlink()
-    _write(repo, "file_to_dir/inside.txt", "now a directory\n")
+    history_write(repo, "file_to_dir/inside.txt", "now a directory\n")
     for name in ("a.txt", "b.txt"):
         (repo / "dir_to_file" / name).unlink()
     (repo / "dir_to_file").rmdir()
-    _write(repo, "dir_to_file", "now a file\n")
+    history_write(repo, "dir_to_file", "now a file\n")
     _commit(repo, "File to directory and back\n", 12)
     _git(repo, "rm", "-q", "--cached", "vendor/lib")
     (repo / "vendor/lib").rmdir()
     _commit(repo, "# Remove the submodule\n", 13)
 
     _git(repo, "checkout", "-q", "-b", "side")
-    _write(repo, "side.txt", "from the side branch\n")
+    history_write(repo, "side.txt", "from the side branch\n")
     _commit(repo, "Side work\n", 14)
     _git(repo, "checkout", "-q", "main")
     _git(repo, "merge", "-q", "-s", "ours", "--no-edit", "side", date=15)
     _git(repo, "checkout", "-q", "-b", "side2")
-    _write(repo, "side2.txt", "merged for real\n")
+    history_write(repo, "side2.txt", "merged for real\n")
     _commit(repo, "Side work that lands\n", 16)
     _git(repo, "checkout", "-q", "main")
-    _write(repo, "README.md", "# cases\n\nedited on main\n")
+    history_write(repo, "README.md", "# cases\n\nedited on main\n")
     _commit(repo, "Edit on main\n", 17)
     _git(repo, "merge", "-q", "--no-ff", "--no-edit", "side2", date=18)
     for branch in ("octo1", "octo2"):
         _git(repo, "checkout", "-q", "-b", branch, "main")
-        _write(repo, f"{branch}.txt", f"{branch}\n")
+        history_write(repo, f"{branch}.txt", f"{branch}\n")
         _commit(repo, f"{branch}\n", 19)
     _git(repo, "checkout", "-q", "main")
     _git(repo, "merge", "-q", "--no-ff", "--no-edit", "octo1", "octo2", date=20)

@@ -1,39 +1,30 @@
 """Helpers for the planner stories: build real git histories and apply commit actions by hand.
 
-Applying actions here (plain file writes and ``git commit``) keeps these stories independent of
-the git adapter, which has its own tests.
+Histories are built and actions applied with the product's
+:mod:`runtime.planners.git_history.history_builder` (plain file writes and ``git commit``), which
+keeps these stories independent of the git adapter, which has its own tests.
 """
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime.adapters.base import Observation
 from runtime.core.canonical import DigestKind, digest, digest_bytes
 from runtime.core.checkpoint import Action
-from runtime.planners.git_history.source import git_env
+from runtime.errors import ConfigurationError
+from runtime.planners.git_history.history_builder import (
+    commit_action_apply,
+    history_commit,
+    history_git,
+    history_head,
+    history_init,
+    history_write,
+)
 
-COMMITTER = {
-    "GIT_COMMITTER_NAME": "Replay Bot",
-    "GIT_COMMITTER_EMAIL": "replay@example.org",
-    "GIT_COMMITTER_DATE": "2025-06-01T00:00:00+00:00",
-}
-
-
-def git(repo: Path, *args: str, input: bytes | None = None, **env: str) -> str:
-    """Run git in ``repo`` with a neutral config and a fixed committer; return stdout text."""
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        input=input,
-        capture_output=True,
-        env={**git_env(), **COMMITTER, **env},
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace')}")
-    return proc.stdout.decode("utf-8", "replace")
+git = history_git
+"""Run git in a repository with a neutral config and the fixed committer; stdout as text."""
 
 
 class BlobStore:
@@ -75,20 +66,10 @@ class History:
         return self.first_parent[-1]
 
 
-def _write(repo: Path, rel: str, data: bytes | str, *, mode: int = 0o644) -> None:
-    path = repo / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    path.chmod(mode)
-
-
 def _commit(repo: Path, message: str, *, date: str, name: str = "Ada Lovelace",
             email: str = "ada@example.org") -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "--allow-empty", "--cleanup=verbatim", "-F", "-",
-        input=message.encode(), GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email,
-        GIT_AUTHOR_DATE=date)
-    return git(repo, "rev-parse", "HEAD").strip()
+    history_commit(repo, message, date=date, author=(name, email))
+    return history_head(repo)
 
 
 BINARY = bytes(range(256)) * 4 + b"\x00\xff\x00"
@@ -102,45 +83,44 @@ def build_history(repo: Path) -> History:
     with spaces and non-ASCII characters, a file replaced by a directory, a merge of a side
     branch, multi-line messages, a non-ASCII author and several UTC offsets.
     """
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    _write(repo, "README.md", "hello\n")
-    _write(repo, "src/app.py", "print('v1')\n")
-    _write(repo, "docs/guide.md", "# Guide\n")
-    _write(repo, "remove_me.txt", "short-lived\n")
-    _write(repo, "notes", "notes as a file\n")
+    history_init(repo)
+    history_write(repo, "README.md", "hello\n")
+    history_write(repo, "src/app.py", "print('v1')\n")
+    history_write(repo, "docs/guide.md", "# Guide\n")
+    history_write(repo, "remove_me.txt", "short-lived\n")
+    history_write(repo, "notes", "notes as a file\n")
     history = History(path=repo, root=_commit(repo, "Initial import\n",
                                               date="2024-01-01T09:00:00+00:00"))
     fp = history.first_parent
 
-    _write(repo, "scripts/run.sh", "#!/bin/sh\necho run\n", mode=0o755)
+    history_write(repo, "scripts/run.sh", "#!/bin/sh\necho run\n", mode=0o755)
     fp.append(_commit(repo, "Add run script\n", date="2024-01-02T09:00:00+05:30"))
 
-    _write(repo, "src/app.py", "print('v2')\n")
-    _write(repo, "assets/logo.bin", BINARY)
+    history_write(repo, "src/app.py", "print('v2')\n")
+    history_write(repo, "assets/logo.bin", BINARY)
     fp.append(_commit(repo, "Edit app, add logo\n\nThe logo is binary.\n",
                       date="2024-01-03T09:00:00-07:00"))
 
     (repo / "remove_me.txt").unlink()
-    _write(repo, UNICODE_NAME, "naïve ünïcode\n")
-    _write(repo, "日本語 file.txt", "こんにちは\n")
+    history_write(repo, UNICODE_NAME, "naïve ünïcode\n")
+    history_write(repo, "日本語 file.txt", "こんにちは\n")
     fp.append(_commit(repo, "Remove temp file; add notes with odd names\n",
                       date="2024-01-04T09:00:00+01:00"))
 
     (repo / "src/app.py").chmod(0o755)
-    _write(repo, "README.md", "hello\nworld\n")
+    history_write(repo, "README.md", "hello\nworld\n")
     fp.append(_commit(repo, "Make app executable\n", date="2024-01-05T09:00:00+00:00"))
 
     git(repo, "checkout", "-q", "-b", "feature")
-    _write(repo, "feature/feature.py", "FEATURE = True\n")
+    history_write(repo, "feature/feature.py", "FEATURE = True\n")
     _commit(repo, "Feature module\n", date="2024-01-06T09:00:00+00:00", name="Grace Hopper",
             email="grace@example.org")
-    _write(repo, "docs/guide.md", "# Guide\n\nFeature docs.\n")
+    history_write(repo, "docs/guide.md", "# Guide\n\nFeature docs.\n")
     history.feature_tip = _commit(repo, "Document the feature\n",
                                   date="2024-01-06T10:00:00+00:00", name="Grace Hopper",
                                   email="grace@example.org")
     git(repo, "checkout", "-q", "main")
-    _write(repo, "README.md", "hello\nworld\nagain\n")
+    history_write(repo, "README.md", "hello\nworld\nagain\n")
     fp.append(_commit(repo, "Edit README on main\n", date="2024-01-07T09:00:00+00:00"))
 
     git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature",
@@ -149,8 +129,8 @@ def build_history(repo: Path) -> History:
     fp.append(git(repo, "rev-parse", "HEAD").strip())
 
     (repo / "notes").unlink()
-    _write(repo, "notes/today.md", "notes are a directory now\n")
-    _write(repo, "assets/logo.bin", BINARY[::-1])
+    history_write(repo, "notes/today.md", "notes are a directory now\n")
+    history_write(repo, "assets/logo.bin", BINARY[::-1])
     fp.append(_commit(repo, "Turn notes into a directory\n", date="2024-01-09T09:00:00+02:00"))
 
     (repo / "docs/guide.md").unlink()
@@ -160,29 +140,11 @@ def build_history(repo: Path) -> History:
     return history
 
 
-def _prune_empty_parents(root: Path, path: Path) -> None:
-    parent = path.parent
-    while parent != root and parent.is_dir() and not any(parent.iterdir()):
-        parent.rmdir()
-        parent = parent.parent
-
-
 def apply_commit(clone: Path, action: Action, blobs: BlobStore) -> str:
     """Apply a planner's commit action to ``clone`` by hand; return the new HEAD."""
     assert action.kind == "commit"
-    params = action.params
-    for change in params["changes"]:
-        path = clone / change["path"]
-        if change["op"] == "delete":
-            path.unlink()
-            _prune_empty_parents(clone, path)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(blobs.blobs[change["content"]])
-            path.chmod(0o755 if change["executable"] else 0o644)
-    git(clone, "add", "-A", "--force")
-    return _commit(clone, params["message"], date=params["author_date"],
-                   name=params["author_name"], email=params["author_email"])
+    commit_action_apply(repo=clone, params=action.params, blob=blobs.blobs.__getitem__)
+    return history_head(clone)
 
 
 def commit_facts(repo: Path, rev: str) -> dict[str, str]:
@@ -218,7 +180,7 @@ def replay_repository(commits: int = REPLAY_COMMITS) -> Path:
     repo = Path(os.environ.get("RATCHET_TEST_REPLAY_REPO") or Path(__file__).resolve().parents[2])
     try:
         count = int(git(repo, "rev-list", "--first-parent", "--count", "HEAD"))
-    except RuntimeError:
+    except ConfigurationError:
         count = 0
     if count < commits + 1:
         reason = (f"{repo.name} has {count} first-parent commits; replaying the last {commits} "

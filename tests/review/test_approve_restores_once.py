@@ -19,7 +19,7 @@ from review.scope import scope_set
 from runtime.checkpoints import protocol
 from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.errors import ApprovalRefusedError
-from tests.review.stories import approval_run, events, expired_approval_run, hidden, messages, phase
+from tests.review.stories import approval_run, events, expired_approval_run, messages, phase
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -71,46 +71,51 @@ def test_it_verifies_incrementally_what_this_process_already_verified(start_run,
     assert checked == [4, 0, 4]  # fresh: all; same process: none new; verify: all again
 
 
-def test_a_tampered_ledger_row_fails_closed_with_a_review_case(start_run):
-    run_id = _run_with_entries(start_run)
+def _edit_body(run_id: str) -> None:
     LedgerEntry.objects.filter(run_id=run_id, seq=2).update(body='{"forged":true}')
-    with pytest.raises(LedgerChainError, match="entry 2 was altered") as caught:
-        _fresh_process_restore(run_id)
-    _assert_frozen(run_id, caught)
 
 
-def test_a_truncated_ledger_fails_closed_with_a_review_case(start_run):
-    run_id = _run_with_entries(start_run)
+def _truncate(run_id: str) -> None:
     LedgerEntry.objects.filter(run_id=run_id, seq=4).delete()
-    with pytest.raises(LedgerChainError, match="truncated") as caught:
-        _fresh_process_restore(run_id)
-    _assert_frozen(run_id, caught)
 
 
-def test_a_reordered_ledger_fails_closed_with_a_review_case(start_run):
-    run_id = _run_with_entries(start_run)
+def _swap_rows(run_id: str) -> None:
     LedgerEntry.objects.filter(run_id=run_id, seq=2).update(seq=-2)
     LedgerEntry.objects.filter(run_id=run_id, seq=3).update(seq=2)
     LedgerEntry.objects.filter(run_id=run_id, seq=-2).update(seq=3)
-    with pytest.raises(LedgerChainError, match="entry 2 does not link") as caught:
-        _fresh_process_restore(run_id)
-    _assert_frozen(run_id, caught)
 
 
-def test_a_missing_ledger_row_fails_closed_with_a_review_case(start_run):
-    run_id = _run_with_entries(start_run)
+def _drop_row(run_id: str) -> None:
     LedgerEntry.objects.filter(run_id=run_id, seq=2).delete()
-    with pytest.raises(LedgerChainError, match="entry 2 is missing") as caught:
-        _fresh_process_restore(run_id)
-    _assert_frozen(run_id, caught)
 
 
-def test_the_full_verification_finds_what_an_incremental_restore_trusts(start_run):
-    run_id = _run_with_entries(start_run)
-    checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())
+def _edit_key(run_id: str) -> None:
     LedgerEntry.objects.filter(run_id=run_id, seq=1).update(key="ik-other")
-    with pytest.raises(LedgerChainError, match="entry 1 was altered") as caught:
-        checkpoint_verify(run_id=run_id)
+
+
+def _full_verification_after_an_incremental_restore(run_id: str, tamper) -> None:
+    checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario_fingerprint())  # now trusted here
+    tamper(run_id)
+    checkpoint_verify(run_id=run_id)
+
+
+def _fresh_process_restore_after(run_id: str, tamper) -> None:
+    tamper(run_id)
+    _fresh_process_restore(run_id)
+
+
+@pytest.mark.parametrize(("tamper", "found", "find"), [
+    pytest.param(_edit_body, "entry 2 was altered", _fresh_process_restore_after, id="edited"),
+    pytest.param(_truncate, "truncated", _fresh_process_restore_after, id="truncated"),
+    pytest.param(_swap_rows, "entry 2 does not link", _fresh_process_restore_after, id="reordered"),
+    pytest.param(_drop_row, "entry 2 is missing", _fresh_process_restore_after, id="missing"),
+    pytest.param(_edit_key, "entry 1 was altered", _full_verification_after_an_incremental_restore,
+                 id="full-verification-finds-what-an-incremental-restore-trusts"),
+])
+def test_a_tampered_ledger_fails_closed_with_a_review_case(start_run, tamper, found, find):
+    run_id = _run_with_entries(start_run)
+    with pytest.raises(LedgerChainError, match=found) as caught:
+        find(run_id, tamper)
     _assert_frozen(run_id, caught)
 
 

@@ -6,13 +6,13 @@ stories need nothing installed beyond the test environment.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from runtime.adapters.base import Observation
 from runtime.taskspec import TaskSpec, load_task_spec
+from runtime.taskspec.writing import toml_value
 from runtime.verifiers.builtin import VerifierContext
 from runtime.verifiers.command import CommandVerifier
 
@@ -33,22 +33,18 @@ def python(script: str) -> list[str]:
     return [sys.executable, "-c", script]
 
 
-def _toml(value: Any) -> str:
-    return json.dumps(value)  # JSON strings, numbers and arrays of them are TOML too
-
-
 def write_command_task(directory: Path, *, argv: list[str], content: str = "42\n",
                        **options: Any) -> Path:
     """A task writing ``content`` to ``answer.txt`` in ``directory/workspace``, verified by
     ``[verifier] kind = "command"`` with ``argv`` and further ``options`` (TOML values)."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "workspace").mkdir(exist_ok=True)
-    verifier = [f"argv = {_toml(argv)}"]
+    verifier = [f"argv = {toml_value(argv)}"]
     for key, value in options.items():
         if isinstance(value, dict):
             continue
-        verifier.append(f"{key} = {_toml(value)}")
-    tables = [f"\n[verifier.{key}]\n" + "\n".join(f"{k} = {_toml(v)}" for k, v in value.items())
+        verifier.append(f"{key} = {toml_value(value)}")
+    tables = [f"\n[verifier.{key}]\n" + "\n".join(f"{k} = {toml_value(v)}" for k, v in value.items())
               for key, value in options.items() if isinstance(value, dict)]
     text = "\n".join([
         "[task]", 'id = "command-verifier"', 'version = "1"', "",
@@ -57,7 +53,7 @@ def write_command_task(directory: Path, *, argv: list[str], content: str = "42\n
         "[policy.budgets]", "proposals = 5", "steps = 5", "wall_seconds = 600", "",
         "[environment]", 'adapter = "workspace"', 'target = "workspace"', "",
         "[planner]", 'kind = "scripted"', "",
-        "[[planner.steps]]", f'target = "{WRITTEN}"', f"content = {_toml(content)}", "",
+        "[[planner.steps]]", f'target = "{WRITTEN}"', f"content = {toml_value(content)}", "",
         "[verifier]", 'kind = "command"', *verifier, *tables, "",
     ])
     path = directory / "task.toml"

@@ -10,13 +10,13 @@ command exits non-zero with the reason).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.bundles.export import bundle_export
 from runtime.errors import RatchetError
+from runtime.bundles.export import bundle_export
+from runtime.management.document_output import document_write
 
 
 class Command(BaseCommand):
@@ -33,13 +33,4 @@ class Command(BaseCommand):
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
         text = json.dumps(bundle, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        if options["out"] == "-":
-            self.stdout.write(text, ending="")
-            return
-        try:
-            Path(options["out"]).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot write {options['out']}: {exc.strerror}") from None
-        self.stderr.write(
-            f"wrote the evidence bundle of run {options['run_id']} to {options['out']}"
-        )
+        document_write(self, text=text, out=options["out"], what=f"the evidence bundle of run {options['run_id']}")

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
 from runtime.keys import public_keys_document, reviewer_key_create, reviewer_key_env_entries, reviewer_root_from_env
+from runtime.management.document_output import document_write
 
 
 class Command(BaseCommand):
@@ -52,11 +53,4 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except OSError as exc:
             raise CommandError(f"cannot write the key file: {exc.strerror}") from None
-        if options["out"] == "-":
-            self.stdout.write(text, ending="")
-            return
-        try:
-            Path(options["out"]).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot write {options['out']}: {exc.strerror}") from None
-        self.stderr.write(f"wrote the public keys to {options['out']}")
+        document_write(self, text=text, out=options["out"], what="the public keys")

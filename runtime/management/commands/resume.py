@@ -11,11 +11,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from runtime.decisions.verdicts import EXIT_CODES_HELP
 from runtime.management.cli_numbers import count, seconds
-from runtime.management.commands.run import announce, drive, print_verdict
+from runtime.management.run_driving import announce, drive, print_verdict
 from runtime.workers.orphans import ERROR as ORPHAN_ERROR
 from runtime.workers.orphans import OrphanOutcome, orphans_resume_all, orphans_summary
-from runtime.decisions.verdicts import EXIT_CODES_HELP
 
 
 class Command(BaseCommand):

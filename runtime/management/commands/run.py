@@ -5,17 +5,15 @@ The exit code says how the run ended (``runtime.decisions.verdicts``): 0 only wh
 
 from __future__ import annotations
 
-import json
-import sys
-from typing import Any, NoReturn
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from tqdm import tqdm
+from django.core.management.base import BaseCommand, CommandParser
 
-from runtime.engine import StepReport, run_advance, run_start
+from runtime.decisions.verdicts import EXIT_CODES_HELP
+from runtime.engine import run_start
 from runtime.errors import RatchetError
 from runtime.management.cli_numbers import count
-from runtime.decisions.verdicts import EXIT_CODES_HELP, RunExit, error_verdict, run_verdict
+from runtime.management.run_driving import announce, drive, fail, print_verdict
 
 
 class Command(BaseCommand):
@@ -42,55 +40,3 @@ class Command(BaseCommand):
                        progress=not options["no_progress"], as_json=as_json)
         print_verdict(self, report, as_json=as_json)
 
-
-def announce(cmd: BaseCommand, *, run_id: str, as_json: bool) -> None:
-    """Print ``run <id>`` at once and flush it, so a caller can resume even if we are killed.
-
-    With ``--json`` stdout must hold only the verdict object, so the line goes to stderr.
-    """
-    stream = cmd.stderr if as_json else cmd.stdout
-    stream.write(f"run {run_id}", style_func=lambda text: text)
-    stream.flush()
-
-
-def fail(cmd: BaseCommand, *, run_id: str | None, error: RatchetError, as_json: bool) -> NoReturn:
-    """Report a typed runtime error and exit 1 (:attr:`RunExit.ERROR`); ``--json`` prints it as
-    the one JSON object."""
-    if as_json:
-        cmd.stdout.write(json.dumps(error_verdict(run_id=run_id, error=error), sort_keys=True))
-    prefix = f"run {run_id}: " if run_id else ""
-    raise CommandError(f"{prefix}{error}", returncode=int(RunExit.ERROR)) from None
-
-
-def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int | None, progress: bool,
-          wait_seconds: float = 0.0, as_json: bool = False) -> StepReport:
-    """Drive ``run_id`` with a progress bar on stderr; a typed runtime error exits 1."""
-    bar = tqdm(desc="steps", unit="step", file=sys.stderr, disable=not progress, dynamic_ncols=True)
-
-    def on_step(report: StepReport) -> None:
-        bar.update(1)
-        bar.set_postfix(phase=report.phase, write=report.cursor)
-
-    try:
-        return run_advance(run_id=run_id, worker=worker, max_steps=max_steps, on_step=on_step,
-                           wait_seconds=wait_seconds)
-    except RatchetError as exc:
-        fail(cmd, run_id=run_id, error=exc, as_json=as_json)
-    finally:
-        bar.close()
-
-
-def print_verdict(cmd: BaseCommand, report: StepReport, *, as_json: bool = False) -> None:
-    """Print the verdict (a line, or one JSON object) and exit with its code (``runtime.decisions.verdicts``).
-
-    Exit 0 only for a completed run; any other outcome raises :class:`CommandError` carrying the
-    outcome's distinct exit code.
-    """
-    verdict = run_verdict(report=report)
-    if as_json:
-        cmd.stdout.write(json.dumps(verdict.as_json(), sort_keys=True))
-    else:
-        cmd.stdout.write(verdict.line())
-    if verdict.exit_code != RunExit.COMPLETED:
-        raise CommandError(f"run {verdict.run_id} is {verdict.outcome}: {verdict.line()}",
-                           returncode=verdict.exit_code)

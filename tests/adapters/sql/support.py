@@ -22,6 +22,7 @@ import psycopg
 
 from runtime.adapters.sql.adapter import SqlAdapter
 from runtime.core.checkpoint import Action
+from runtime.taskspec.writing import toml_value
 
 CHILD = Path(__file__).with_name("child_sql.py")
 ROOT = Path(__file__).resolve().parents[3]
@@ -154,19 +155,6 @@ def run_child(target: Target, action: Action, key: str, **kwargs: Any) -> tuple[
     out, err = proc.communicate(timeout=120)
     line = out.strip().splitlines()[-1] if out.strip() else "{}"
     return proc.returncode, json.loads(line) if line.startswith("{") else {"stderr": err}
-
-
-def toml_value(value: Any) -> str:
-    """A JSON value as a TOML value (strings as JSON strings, objects as inline tables)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
 
 
 def write_orders_task(directory: Path, target: Target, order_ids: list[str]) -> Path:

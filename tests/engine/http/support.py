@@ -9,12 +9,12 @@ Counts always come from the service's own SQLite store.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from runtime.core.idempotency import derive_key
 from runtime.models import Run
+from runtime.taskspec.writing import toml_value
 from tests.adapters.http.support import ACCOUNT, EMAIL_ENV, TOKEN_ENV, OrdersService, options
 from tests.helpers.procs import ChildResult, child_env, run_manage
 
@@ -31,19 +31,6 @@ def order_steps(count: int, *, target: str = ORDERS_PATH) -> list[dict[str, Any]
     """``count`` generic steps, one ``http_request`` POST per order."""
     return [{"action": "http_request", "target": target, "params": {"method": "POST", "body": order_body(n)}}
             for n in range(count)]
-
-
-def toml_value(value: Any) -> str:
-    """A JSON value as a TOML inline value (keys always quoted, so ``"$secret"`` is fine)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float | str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
 def write_orders_task(directory: Path, service: OrdersService, *, steps: list[dict[str, Any]] | None = None,

@@ -52,6 +52,7 @@ from tests.engine.http.support import (
     run_phase,
     write_orders_task,
 )
+from tests.engine.support import crash_point_hits
 from tests.helpers.procs import KILLED, MANAGE, ROOT
 
 ORDERS = 3
@@ -164,19 +165,9 @@ def test_it_places_each_order_exactly_once_after_random_kills(tmp_path: Path, or
 
 
 def _count_hits(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    hits: Counter[str] = Counter()
-    for module in (runtime.engine.propose, runtime.engine.execute, runtime.engine.settle, runtime.engine.complete,
-                   runtime.checkpoints.transaction, runtime.checkpoints.protocol, runtime.adapters.http.adapter):
-        original = getattr(module, "crash_point", None)
-        if original is None:
-            continue
-
-        def counted(name: str, original=original) -> None:
-            hits[name] += 1
-            original(name)
-
-        monkeypatch.setattr(module, "crash_point", counted)
-    return hits
+    return crash_point_hits(monkeypatch, (
+        runtime.engine.propose, runtime.engine.execute, runtime.engine.settle, runtime.engine.complete,
+        runtime.checkpoints.transaction, runtime.checkpoints.protocol, runtime.adapters.http.adapter))
 
 
 @pytest.mark.django_db(transaction=True)
