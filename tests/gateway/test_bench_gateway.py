@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_it_reports_overhead_and_throughput(tmp_path, ratchet_keys):
     out = tmp_path / "gateway.json"
-    result = run_manage("bench-gateway", "--calls", "3", "--clients", "1,2", "--json", str(out),
+    result = run_manage("bench_gateway", "--calls", "3", "--clients", "1,2", "--json", str(out),
                         env=child_env(), timeout=240)
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
