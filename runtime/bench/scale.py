@@ -168,8 +168,8 @@ def scale_measure(*, report: BenchReport, sizes: BenchSizes, work: Path) -> None
     runs, writes = sizes.scale_runs, sizes.scale_writes
     python = os.environ.get(PEER_PYTHON_ENV, "")
     broker = bench_broker_url(work).split("://", 1)[0]
-    database = "PostgreSQL" if settings.DATABASES["default"]["ENGINE"].endswith("postgresql") \
-        else "SQLite"
+    postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    database = "PostgreSQL" if postgres else "SQLite"
     ratchet: list[float] = []
     peer: list[float] = []
     seconds: dict[str, list[float]] = {"ratchet": [], "dbos": [], "create": []}
