@@ -8,7 +8,7 @@ import pytest
 from runtime.bench.counting import DatabaseCounts, count_of
 from runtime.bench.gateway import gateway_child_settings
 from runtime.bench.report import BenchReport, Count
-from runtime.bench.scale import scale_ratio
+from runtime.bench.scale import scale_paired_ratio, scale_ratio
 from runtime.bench.scratch import scratch_peer_name, scratch_peer_url
 from runtime.bench.sizes import SECTIONS, BenchSizes
 from runtime.errors import BenchmarkError
@@ -49,6 +49,16 @@ def test_it_divides_ratchets_median_writes_by_the_peers() -> None:
     assert scale_ratio([10.0, 14.0, 12.0], [100.0, 80.0, 120.0]) == pytest.approx(0.12)
     with pytest.raises(BenchmarkError):
         scale_ratio([10.0], [])
+
+
+def test_it_pairs_each_repetition_with_the_peers_run_beside_it() -> None:
+    # A load that drifts: both slow in the first repetition, both fast in the last two.
+    ratchet, peer = [5.0, 20.0, 22.0], [50.0, 100.0, 110.0]
+    assert scale_paired_ratio(ratchet, peer) == pytest.approx(0.2)
+    assert scale_ratio(ratchet, peer) == pytest.approx(0.2)
+    assert scale_paired_ratio([5.0, 30.0, 31.0], [100.0, 50.0, 62.0]) == pytest.approx(0.5)
+    with pytest.raises(BenchmarkError):
+        scale_paired_ratio([1.0, 2.0], [1.0])
 
 
 def test_it_gives_the_gateway_child_its_settings_and_a_rate_limit_that_fits() -> None:
