@@ -15,6 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
+from runtime.management.cli_numbers import count
 
 
 def _num(value: float) -> str:
@@ -26,7 +27,9 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--calls", type=int, default=100, help="calls per measurement (default 100)")
+        parser.add_argument("--calls", type=count(minimum=1), default=100,
+                            help="calls per measurement (default 100; any number: the child's rate "
+                                 "limit is raised to fit)")
         parser.add_argument("--clients", default="1,8,32", help="concurrent clients (default 1,8,32)")
         parser.add_argument("--json", dest="json_file", default=None, metavar="FILE")
         parser.add_argument("--child", default=None, help="(internal) measure and write the report here")
