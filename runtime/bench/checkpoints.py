@@ -8,10 +8,15 @@ whose state has the next write pending. Then, against the same floor:
   engine's commonest commit; the first three are warm-ups;
 * **seal**: validate + canonical JSON + HMAC alone, to split a commit into signing and database;
 * **restore**: ``checkpoint_restore`` (verify + load) of the committed checkpoint;
-* the **counts** of one commit and one restore (statements, round trips, durable transactions).
+* the **counts** of one commit and one restore (statements, round trips, durable transactions,
+  on both databases), and of one workspace write action end to end with its client fsyncs
+  (:mod:`runtime.bench.write_counts`).
 
 The levels are measured interleaved (one commit and one restore of each level per round, each
-right after one floor sample), so every level and the floor see the same machine load.
+right after one sample of each floor, :mod:`runtime.bench.floor`), so every level and both
+floors see the same machine load. Each level's advance is reported against both floors: the
+one-statement floor (one durable commit on the main database) and the two-store floor (one on
+the main database, then one on the mark's: the least an advance can cost, DESIGN.md section 4.3).
 
 The goal is that commit and restore do not grow with ``N`` (the ledger keeps the checkpoint
 the same size however long the run, DESIGN.md section 3.1): the 3,000-write ones within
@@ -23,12 +28,14 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
-from runtime.bench.floor import floor_sample
+from runtime.bench.floor import floor_sample, two_store_floor_sample
 from runtime.bench.report import BenchReport, Ratio, latency_metric
 from runtime.bench.sizes import BenchSizes
+from runtime.bench.write_counts import workspace_write_counts
 from runtime.bench.state import realistic_state, realistic_write
 from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_restore, run_create
 from runtime.core.checkpoint import RunState
@@ -88,6 +95,7 @@ class _Level:
     restores: list[float] = field(default_factory=list)
     restore_counts: list[DatabaseCounts] = field(default_factory=list)
     floors: list[float] = field(default_factory=list)
+    two_store_floors: list[float] = field(default_factory=list)
     taken: int = 0
 
 
@@ -106,6 +114,7 @@ def _level_sample(level: _Level, counter: DatabaseCounter) -> None:
     """One floor, one commit and one restore of ``level``; the first three are warm-ups."""
     warm = level.taken < 3
     floor = floor_sample()
+    two_store = two_store_floor_sample()
     before = counter.snapshot()
     started = time.perf_counter()
     result = checkpoint_commit(lease=level.lease, state=level.state,
@@ -124,6 +133,7 @@ def _level_sample(level: _Level, counter: DatabaseCounter) -> None:
     level.taken += 1
     if not warm:
         level.floors.append(floor)
+        level.two_store_floors.append(two_store)
         level.commits.append(elapsed)
         level.commit_counts.append(commit_counts)
         level.restores.append(restore_elapsed)
@@ -175,12 +185,28 @@ def _level_report(*, report: BenchReport, level: _Level, floor_ms: float) -> Non
         commit.median / interleaved, 2)
     report.facts[f"checkpoint_restore_vs_interleaved_floor_at_{writes}"] = round(
         statistics.median(level.restores) * 1000.0 / interleaved, 2)
+    two_store = statistics.median(level.two_store_floors) * 1000.0
+    report.facts[f"checkpoint_two_store_floor_interleaved_ms_at_{writes}"] = round(two_store, 4)
+    report.ratios += [
+        Ratio(name=f"checkpoint_advance_vs_floor_at_{writes}",
+              label=f"checkpoint advance / one-statement floor, {writes} writes",
+              value=commit.median / interleaved,
+              note="x one 1 KiB INSERT + COMMIT on the main database (sampled in the same rounds)"),
+        Ratio(name=f"checkpoint_advance_vs_two_store_floor_at_{writes}",
+              label=f"checkpoint advance / two-store floor, {writes} writes",
+              value=commit.median / two_store,
+              note="x INSERT + COMMIT on the main database then UPDATE + COMMIT on the mark's "
+                   "(same rounds): what the protocol adds to its two durable commits"),
+    ]
 
 
-def checkpoints_measure(*, report: BenchReport, sizes: BenchSizes, floor_ms: float) -> None:
+def checkpoints_measure(*, report: BenchReport, sizes: BenchSizes, floor_ms: float,
+                        work: Path) -> None:
     """Measure commit, seal and restore at every level of ``sizes.write_levels`` and append the
-    latencies (with their ratio to ``floor_ms``), counts, seal shares and envelope sizes to
-    ``report``; then the flatness ratios (largest level over the smallest).
+    latencies (with their ratio to ``floor_ms``), their ratios to both floors sampled in the same
+    rounds, counts, seal shares and envelope sizes to ``report``; then the flatness ratios
+    (largest level over the smallest) and the counts of one workspace write action (its
+    workspace under ``work``).
 
     Raises:
         BenchmarkError: the ledger did not take the writes, or a restore returned another
@@ -200,6 +226,7 @@ def checkpoints_measure(*, report: BenchReport, sizes: BenchSizes, floor_ms: flo
                     _level_sample(level, counter)
     for level in prepared:
         _level_report(report=report, level=level, floor_ms=floor_ms)
+    workspace_write_counts(report=report, work=work / "write-counts")
     if len(levels) > 1:
         low, high = levels[0], levels[-1]
         for what in ("commit", "restore"):

@@ -11,16 +11,23 @@ measure anywhere else (:func:`~runtime.bench.scratch.scratch_require`). Measured
   overhead (gateway median minus direct median);
 * calls per second with 1, 8 and 32 concurrent clients, each a thread driving its own run
   with its own token (one run's calls are serialised by its lease by design);
-* the SQL statements and committed transactions of one more gateway call (counts, not times).
+* the counts of one call (:mod:`runtime.bench.gateway_counts`): statements, round trips and
+  durable transactions on every database it touches (the main one and the high-water mark
+  store) and client fsyncs, in-process, through the JSON API and through MCP, beside the
+  direct adapter write and the engine's write action of the same write (counts, not times).
+
+The child gets the parent's ``RATCHET_GATEWAY_*`` settings (every other ``RATCHET_*`` one is
+dropped, as for ``manage.py bench``), with the per-token rate limit raised to what ``--calls``
+needs (:func:`gateway_child_settings`), so any number of calls runs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -28,11 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, connections
-from django.test.utils import CaptureQueriesContext
+from django.db import connections
 
 from runtime.adapters.factory import open_adapter
 from runtime.evidence.attachments import attachment_blob, attachment_put
+from runtime.bench.children import manage_argv
+from runtime.bench.gateway_counts import UNITS, gateway_counts
 from runtime.bench.scratch import (
     scratch_database_create,
     scratch_database_drop,
@@ -101,32 +109,10 @@ def gateway_measure(*, calls: int, clients: list[int], root: Path) -> dict[str, 
         if result.status != "executed":
             raise BenchmarkError("a gateway call did not execute", status=result.status)
     report: dict[str, Any] = {"direct": _quantiles(direct), "gateway": _quantiles(gateway),
-                              "per_call": _counted_call(run_id, token)}
+                              "per_call": gateway_counts(run_id=run_id, token=token, root=root)}
     report["overhead_median_ms"] = round(report["gateway"]["median_ms"] - report["direct"]["median_ms"], 3)
     report["throughput"] = [_throughput(root, n, calls) for n in clients]
     return report
-
-
-def _counted_call(run_id: str, token: str) -> dict[str, int]:
-    """Statements and commits of one new gateway call on this thread's connection."""
-    commits = 0
-    commit = connection._commit
-
-    def counting() -> None:
-        nonlocal commits
-        commits += 1
-        commit()
-
-    connection._commit = counting  # type: ignore[method-assign]  # counted for this one call only
-    try:
-        with CaptureQueriesContext(connection) as captured:
-            call_submit(run_id=run_id, call_id="counted", tool="write_file",
-                        arguments={"path": "notes/counted.txt", "content": "counted\n"}, token=token)
-    finally:
-        del connection._commit  # back to the class's method
-    control = ("BEGIN", "SAVEPOINT", "RELEASE", "COMMIT", "ROLLBACK")
-    statements = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(control)]
-    return {"statements": len(statements), "transactions": commits}
 
 
 def _throughput(root: Path, clients: int, calls: int) -> dict[str, Any]:
@@ -164,6 +150,20 @@ def _throughput(root: Path, clients: int, calls: int) -> dict[str, Any]:
             "calls_per_second": round(done / elapsed, 1), "errors": errors[:5]}
 
 
+def gateway_child_settings(*, calls: int, environ: dict[str, str]) -> dict[str, str]:
+    """The ``RATCHET_*`` settings the measuring child gets: ``environ``'s ``RATCHET_GATEWAY_*``
+    ones, with ``RATCHET_GATEWAY_RATE_LIMIT`` at least what one token spends here (``calls``
+    timed calls plus the counted ones, and a margin), so the limit never refuses the bench."""
+    passed = {k: v for k, v in environ.items() if k.startswith("RATCHET_GATEWAY_")}
+    needed = calls + 4 * (UNITS + 1) + 100
+    try:
+        configured = int(passed.get("RATCHET_GATEWAY_RATE_LIMIT", "0"))
+    except ValueError:
+        configured = 0
+    passed["RATCHET_GATEWAY_RATE_LIMIT"] = str(max(configured, needed))
+    return passed
+
+
 def gateway_bench_isolated(*, calls: int, clients: list[int]) -> dict[str, Any]:
     """Run :func:`gateway_measure` in a child process against a throwaway database.
 
@@ -184,10 +184,11 @@ def gateway_bench_isolated(*, calls: int, clients: list[int]) -> dict[str, Any]:
         else:
             raise BenchmarkScratchError("only SQLite and PostgreSQL can be benchmarked", engine=engine)
         out = scratch_dir / "gateway.json"
-        cmd = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "bench_gateway", "--child", str(out),
-               "--calls", str(calls), "--clients", ",".join(str(c) for c in clients)]
-        code = subprocess.run(cmd, env=scratch_env(scratch_dir=scratch_dir, url=url, marker=marker),
-                              cwd=settings.BASE_DIR).returncode
+        cmd = manage_argv("bench_gateway", "--child", str(out), "--calls", str(calls),
+                          "--clients", ",".join(str(c) for c in clients))
+        env = scratch_env(scratch_dir=scratch_dir, url=url, marker=marker,
+                          extra=gateway_child_settings(calls=calls, environ=dict(os.environ)))
+        code = subprocess.run(cmd, env=env, cwd=settings.BASE_DIR).returncode
         if code != 0 or not out.exists():
             raise BenchmarkError("the measuring child process failed", exit_code=code)
         report: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,8 +14,11 @@ from pathlib import Path
 from django.conf import settings
 
 from runtime.bench.children import manage_argv
+from runtime.bench.peers import peer_python
 from runtime.bench.report import BenchReport
 from runtime.bench.scratch import (
+    BROKER_ENV,
+    PEER_PYTHON_ENV,
     scratch_database_create,
     scratch_database_drop,
     scratch_env,
@@ -24,13 +28,20 @@ from runtime.bench.sizes import BenchSizes
 from runtime.errors import BenchmarkError, BenchmarkScratchError
 
 
+def _say(line: str) -> None:
+    print(f"bench: {line}", file=sys.stderr, flush=True)
+
+
 def bench_run_isolated(*, sizes: BenchSizes, history: Path | None = None) -> BenchReport:
     """Run the benchmarks in a child process against a throwaway database and return its report.
 
     The user's database is never opened: on SQLite the scratch is a file in a temporary
     directory under ``RATCHET_VAR_DIR``; on PostgreSQL it is ``<name>_bench`` on the server that
     ``DATABASE_URL`` names, created before and dropped after (also when the child fails or the
-    user interrupts). The child inherits stdout and stderr, so its progress lines show.
+    user interrupts). The child inherits stdout and stderr, so its progress lines show. With the
+    ``scale`` section, the DBOS peer's virtual environment is made (or reused) first under
+    ``RATCHET_VAR_DIR/bench/peers/`` (:mod:`runtime.bench.peers`); if that fails, the section
+    measures Ratchet alone.
 
     Args:
         sizes: what to measure (:meth:`BenchSizes.choose`); handed to the child as JSON.
@@ -68,8 +79,21 @@ def bench_run_isolated(*, sizes: BenchSizes, history: Path | None = None) -> Ben
                           json.dumps(asdict(sizes)))
         if history is not None:
             cmd += ["--history", str(history)]
+        extra = {}
+        broker = str(settings.CELERY_BROKER_URL)
+        if not os.environ.get(BROKER_ENV) and not broker.split("://", 1)[0].startswith(
+                ("sqla+", "sqlalchemy+")):
+            # A server broker the user configured (Redis, RabbitMQ) is what the workers measure on.
+            extra[BROKER_ENV] = broker
+        if "scale" in sizes.sections:
+            try:
+                extra[PEER_PYTHON_ENV] = str(peer_python(name="dbos", var_dir=Path(settings.VAR_DIR),
+                                                         say=_say))
+            except BenchmarkError as exc:
+                # Ratchet's figures are still worth having; the report says the peer is missing.
+                _say(f"the DBOS peer is left out: {exc}")
         proc = subprocess.Popen(cmd, env=scratch_env(scratch_dir=scratch_dir, url=url,
-                                                     marker=marker),
+                                                     marker=marker, extra=extra),
                                 cwd=settings.BASE_DIR)
         try:
             code = proc.wait()

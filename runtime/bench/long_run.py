@@ -27,6 +27,7 @@ from django.conf import settings
 from runtime.bench.children import child_env, manage_argv
 from runtime.bench.report import BenchReport, rate_metric
 from runtime.bench.sizes import BenchSizes
+from runtime.bench.write_counts import workspace_task
 from runtime.engine import run_advance, run_start
 from runtime.errors import BenchmarkError, LeaseLostError
 from runtime.workers.sweeper import LIVE_PHASES
@@ -35,22 +36,8 @@ from runtime.workers.sweeper import LIVE_PHASES
 def long_run_task(*, directory: Path, steps: int) -> Path:
     """Write a scripted workspace task of ``steps // 2`` writes (two steps each: propose and
     execute) over 64 files; return its path."""
-    writes = max(1, steps // 2)
-    (directory / "ws").mkdir(parents=True, exist_ok=True)
-    lines = ['[task]', 'id = "bench-long-run"', 'version = "1"', '',
-             '[policy]', 'id = "bench-long-run"', 'version = "1"', 'allowed_actions = ["write_file"]',
-             'allowed_paths = ["**"]', 'approval_risks = []', '',
-             '[policy.budgets]', f'proposals = {writes + 10}', f'steps = {2 * writes + 10}',
-             'wall_seconds = 864000', 'cost_micros = 0', '',
-             '[environment]', 'adapter = "workspace"', 'target = "ws"', '',
-             '[planner]', 'kind = "scripted"', '']
-    for i in range(writes):
-        lines += ['[[planner.steps]]', f'target = "data/file_{i % 64:02d}.txt"',
-                  f'content = "write {i}\\n"', '']
-    lines += ['[verifier]', 'kind = "always"', '']
-    path = directory / "task.toml"
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+    return workspace_task(directory=directory, task_id="bench-long-run", writes=max(1, steps // 2),
+                          files=64)
 
 
 def _rss_kib() -> int:

@@ -21,6 +21,7 @@ from runtime.bench.pages import pages_measure
 from runtime.bench.recovery import recovery_measure
 from runtime.bench.replay import replay_measure
 from runtime.bench.report import BenchReport
+from runtime.bench.scale import scale_measure
 from runtime.bench.scratch import scratch_require
 from runtime.bench.sizes import BenchSizes
 from runtime.bench.targets import targets_judge
@@ -60,7 +61,7 @@ def bench_run(*, sizes: BenchSizes, history: Path | None = None,
     if "checkpoints" in on:
         levels = ", ".join(str(n) for n in sizes.write_levels)
         say(f"checkpoint commit / seal / restore at {levels} executed writes")
-        checkpoints_measure(report=report, sizes=sizes, floor_ms=floor_ms)
+        checkpoints_measure(report=report, sizes=sizes, floor_ms=floor_ms, work=work)
 
     if on & {"replay", "recovery", "memory"}:
         if history is None:
@@ -106,6 +107,11 @@ def bench_run(*, sizes: BenchSizes, history: Path | None = None,
 
     if "pages" in on:
         pages_measure(report=report, sizes=sizes, say=say)
+
+    if "scale" in on:
+        say(f"scale: {sizes.scale_runs} runs x {sizes.scale_writes} workspace writes by a "
+            f"2-process Celery worker, and the DBOS peer, x{sizes.scale_repeat} interleaved")
+        scale_measure(report=report, sizes=sizes, work=work / "scale")
 
     targets_judge(report)
     return report

@@ -18,8 +18,6 @@ Checked afterwards: every run completed, with exactly one recovery.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -27,9 +25,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db.models import Count
 
-from runtime.bench.children import child_env, manage_argv
+from runtime.bench.children import bench_broker_url, child_env, manage_argv, worker_stop
 from runtime.bench.report import BenchReport, rate_metric
-from runtime.bench.scratch import BROKER_ENV
 from runtime.bench.sizes import BenchSizes
 from runtime.engine import run_start
 from runtime.errors import BenchmarkError
@@ -110,34 +107,10 @@ def _check(task_id: str, count: int) -> None:
                              task_id=task_id, completed=done, recovered=len(recoveries))
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    # Our own child and its session (pool and beat processes), by pid.
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait(timeout=30)
-
-
-def _broker_url(work: Path) -> str:
-    # A server broker named by CELERY_BROKER_URL (Redis, RabbitMQ) is measured as configured;
-    # the embedded default gets a SQLite broker file of its own, so no old message is in it.
-    url = os.environ.get(BROKER_ENV) or settings.CELERY_BROKER_URL
-    if url.split("://", 1)[0].lower().startswith(("sqla+", "sqlalchemy+")):
-        return f"sqla+sqlite:///{work / 'broker.sqlite3'}"
-    return url
-
-
 def _celery_resume(*, task_id: str, count: int, work: Path) -> dict[str, float]:
     runs = Run.objects.filter(task_id=task_id)
     log = work / "worker.log"
-    env = child_env(CELERY_BROKER_URL=_broker_url(work))
+    env = child_env(CELERY_BROKER_URL=bench_broker_url(work))
     with log.open("wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(manage_argv("worker", "--concurrency", "2", "--loglevel", "info"),
@@ -163,7 +136,7 @@ def _celery_resume(*, task_id: str, count: int, work: Path) -> dict[str, float]:
                                      log=log.read_text(errors="replace")[-300:])
             time.sleep(0.1)
     finally:
-        _stop(proc)
+        worker_stop(proc)
     marks.setdefault("ready", marks["all_completed"])
     return marks
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from runtime.adapters.base import Observation
 from runtime.adapters.git.process import PROCESSES_STARTED
-from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
+from runtime.bench.counting import count_of
 from runtime.bench.report import BenchReport, Ratio, rate_metric
 from runtime.bench.sizes import BenchSizes
+from runtime.bench.write_counts import steps_counted
 from runtime.core.canonical import DigestKind, digest, digest_bytes
 from runtime.core.checkpoint import Phase
-from runtime.engine import StepReport, run_advance, run_start
+from runtime.engine import run_advance, run_start
 from runtime.errors import BenchmarkError
 from runtime.models import TraceEvent
 from runtime.planners.base import Done
@@ -125,25 +126,9 @@ def _count_steps(*, report: BenchReport, run_id: str) -> None:
     Raises:
         BenchmarkError: the run did not complete.
     """
-    counter = DatabaseCounter()
-    steps: list[DatabaseCounts] = []
-    writes: list[DatabaseCounts] = []
-    marks = {"step": counter.snapshot(), "write": counter.snapshot()}
-    cursor = [0]
-
-    def on_step(step: StepReport) -> None:
-        now = counter.snapshot()
-        steps.append(now.minus(marks["step"]))
-        marks["step"] = now
-        if step.cursor > cursor[0]:  # this step finished a write
-            writes.append(now.minus(marks["write"]))
-            marks["write"], cursor[0] = now, step.cursor
-
-    with counter.installed():
-        outcome = run_advance(run_id=run_id, worker="bench-replay-counted", on_step=on_step)
-    if outcome.phase != Phase.COMPLETED or not writes:
-        raise BenchmarkError(f"the counted replay ended in {outcome.phase}", run_id=run_id)
+    steps, writes = steps_counted(run_id=run_id, worker="bench-replay-counted")
     # The first write also pays the lease, the restore and the first observation: left out.
+    # No fsyncs: the git adapter's file work happens in git's child processes.
     report.counts += [
         count_of("per_engine_step", "one engine step (= one checkpoint advance), replay",
                  steps[1:] or steps),

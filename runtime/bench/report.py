@@ -48,8 +48,10 @@ class Ratio:
 
 @dataclass(frozen=True)
 class Count:
-    """Exact database counts for one unit of work (``runtime.bench.counting``): medians over the
-    units measured (every unit of a kind costs the same; the median ignores warm-up)."""
+    """Exact counts for one unit of work (``runtime.bench.counting``): medians over the units
+    measured (every unit of a kind costs the same; the median ignores warm-up). ``fsyncs``: the
+    client fsyncs (``os.fsync`` / ``os.fdatasync`` of the measuring process), None where they
+    were not counted."""
 
     name: str
     label: str
@@ -57,6 +59,7 @@ class Count:
     round_trips: float
     durable_transactions: float
     units: int
+    fsyncs: float | None = None
 
 
 @dataclass(frozen=True)
@@ -161,12 +164,14 @@ class BenchReport:
             lines.append(f"| {metric.label} | {_fmt(metric.median)} | {p95} | {metric.unit} | "
                          f"{floor} | {metric.samples} |")
         if self.counts:
-            lines += ["", "Counted, not timed (exact; `runtime/bench/counting.py` says how):", "",
+            lines += ["", "Counted, not timed (exact, on every database the unit touches; "
+                      "`runtime/bench/counting.py` says how):", "",
                       "| per unit of work | statements | round trips | durable transactions "
-                      "| units |", "|---|---:|---:|---:|---:|"]
+                      "| client fsyncs | units |", "|---|---:|---:|---:|---:|---:|"]
             for c in self.counts:
+                fsyncs = "-" if c.fsyncs is None else _num(c.fsyncs)
                 lines.append(f"| {c.label} | {_num(c.statements)} | {_num(c.round_trips)} | "
-                             f"{_num(c.durable_transactions)} | {c.units} |")
+                             f"{_num(c.durable_transactions)} | {fsyncs} | {c.units} |")
         lines += ["", "| ratio | value | what it means |", "|---|---:|---|"]
         for ratio in self.ratios:
             lines.append(f"| {ratio.label} | {ratio.value:.2f} | {ratio.note} |")

@@ -28,12 +28,19 @@ BROKER_ENV = "RATCHET_BENCH_BROKER_URL"
 bench's worker uses instead of a SQLite broker file of its own (``runtime.bench.orphaned``)."""
 
 
-def scratch_env(*, scratch_dir: Path, url: str, marker: str) -> dict[str, str]:
+PEER_PYTHON_ENV = "RATCHET_BENCH_PEER_PYTHON"
+"""Set by the parent in the child's environment when the ``scale`` section runs: the interpreter
+of the DBOS peer's virtual environment (``runtime.bench.peers``)."""
+
+
+def scratch_env(*, scratch_dir: Path, url: str, marker: str,
+                extra: dict[str, str] | None = None) -> dict[str, str]:
     """The child's environment: ``url`` as its ``DATABASE_URL``, ``scratch_dir/var`` as its var
     dir, ``marker`` in :data:`SCRATCH_ENV`; no inherited ``RATCHET_*`` setting can point it
     elsewhere (the user's HWM database, a media root, the user's keys, an armed crash point): the
     child's high-water mark store is the default one beside its scratch database.
-    The one exception is :data:`BROKER_ENV`, the broker the orphan bench's worker is to use."""
+    The exceptions are :data:`BROKER_ENV`, the broker the bench's workers are to use, and
+    ``extra``, which the parent sets on purpose (the peer's interpreter, a gateway setting)."""
     env = {k: v for k, v in os.environ.items()
            if (not k.startswith(("RATCHET_", "CELERY_")) or k == BROKER_ENV)
            and k != "DATABASE_URL"}
@@ -44,6 +51,7 @@ def scratch_env(*, scratch_dir: Path, url: str, marker: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="runtime.project.settings",
         PYTHONPATH=str(settings.BASE_DIR),
     )
+    env.update(extra or {})
     env[SCRATCH_ENV] = marker
     return env
 
@@ -72,6 +80,19 @@ def scratch_database_name(*, name: str) -> str:
         raise BenchmarkScratchError("the scratch database name equals the real database's",
                                     database=name)
     return scratch
+
+
+def scratch_peer_name(*, name: str) -> str:
+    """The scratch database of the ``scale`` section's DBOS peer beside scratch database ``name``
+    (``<name>_dbos``): the peer's system database, never one of Ratchet's."""
+    return f"{name[:58]}_dbos"
+
+
+def scratch_peer_url(*, db: Mapping[str, Any]) -> str:
+    """A ``postgresql://`` URL (the form SQLAlchemy takes) of :func:`scratch_peer_name` on the
+    server of ``db`` (a Django database settings dict of a scratch database)."""
+    parts = urlsplit(scratch_postgres_url(db=db, name=scratch_peer_name(name=str(db["NAME"]))))
+    return urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, ""))
 
 
 def scratch_hwm_name(*, name: str) -> str:
@@ -120,8 +141,9 @@ def scratch_database_create(*, settings_dict: Mapping[str, Any]) -> str:
     name = scratch_database_name(name=str(settings_dict["NAME"]))
     try:
         with scratch_maintenance_connection(settings_dict) as conn:
-            # And the child's high-water mark store, <scratch>_hwm (runtime.project.settings' default).
-            for each in (name, scratch_hwm_name(name=name)):
+            # And the child's high-water mark store, <scratch>_hwm (runtime.project.settings'
+            # default), and the scale section's peer's system database, <scratch>_dbos.
+            for each in (name, scratch_hwm_name(name=name), scratch_peer_name(name=name)):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(each)))
     except psycopg.errors.DuplicateDatabase:
         raise BenchmarkScratchError(
@@ -150,7 +172,7 @@ def scratch_database_drop(*, settings_dict: Mapping[str, Any], name: str) -> Non
     try:
         with scratch_maintenance_connection(settings_dict) as conn:
             force = sql.SQL(" WITH (FORCE)") if conn.info.server_version >= 130000 else sql.SQL("")
-            for each in (scratch_hwm_name(name=name), name):
+            for each in (scratch_peer_name(name=name), scratch_hwm_name(name=name), name):
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(each))
                              + force)
     except psycopg.Error as exc:

@@ -14,11 +14,11 @@ from django.db import connection
 
 from runtime.bench.sizes import BenchSizes
 from runtime.errors import BenchmarkError
-from tests.bench.conftest import COMMITS, BenchRun
+from tests.bench.conftest import COMMITS, SECTIONS, BenchRun
 
 LEVELS = (0, 30)
 LATENCIES = {
-    "floor_insert_commit_ms", "recovery_ms", "recovery_restore_ms",
+    "floor_insert_commit_ms", "floor_two_store_ms", "recovery_ms", "recovery_restore_ms",
     "trace_verify_ms_per_1000_events",
     *(f"checkpoint_{what}_ms_at_{n}" for what in ("commit", "seal", "restore") for n in LEVELS),
 }
@@ -36,7 +36,8 @@ RATES = {
 SIGNED = {"long_run_rss_growth_pct"}
 """Metrics that may be zero or negative (memory can shrink)."""
 
-COUNTS = {"per_engine_step", "per_write_action",
+COUNTS = {"per_engine_step", "per_write_action", "per_workspace_write_action",
+          "per_workspace_engine_step",
           *(f"per_checkpoint_{what}_at_{n}" for what in ("advance", "restore") for n in LEVELS)}
 
 
@@ -77,10 +78,14 @@ def test_it_counts_statements_round_trips_and_durable_transactions(quick_bench: 
         assert counts[f"per_checkpoint_restore_at_{n}"]["durable_transactions"] == 0
     assert (counts["per_write_action"]["durable_transactions"]
             >= counts["per_engine_step"]["durable_transactions"] >= 1)
+    # The workspace adapter writes in the measuring process: its fsyncs are counted (journal
+    # records, the file, its directory); git's happen in its children and are not.
+    assert counts["per_workspace_write_action"]["fsyncs"] >= 1
+    assert counts["per_write_action"]["fsyncs"] is None
 
 
 def test_it_takes_the_samples_its_sizes_promise(quick_bench: BenchRun) -> None:
-    sizes = BenchSizes.choose(quick=True, repeat=1, commits=COMMITS)
+    sizes = BenchSizes.choose(quick=True, repeat=1, commits=COMMITS, sections=SECTIONS.split(","))
     report = quick_bench.report
     assert report["sizes"] == asdict(sizes)
     metrics = report["metrics"]
@@ -98,7 +103,9 @@ def test_it_reports_what_exactly_once_costs_as_ratios(quick_bench: BenchRun) -> 
     ratios = quick_bench.report["ratios"]
     assert set(ratios) == {"seal_share_of_commit_at_0", "seal_share_of_commit_at_30",
                            "checkpoint_commit_growth", "checkpoint_restore_growth",
-                           "replay_vs_plain_git"}
+                           "replay_vs_plain_git",
+                           *(f"checkpoint_advance_vs_{floor}_at_{n}" for n in LEVELS
+                             for floor in ("floor", "two_store_floor"))}
     assert all(ratio["value"] > 0 for ratio in ratios.values())
     facts = quick_bench.report["facts"]
     assert facts["checkpoint_envelope_bytes_at_0"] > 0
@@ -134,7 +141,7 @@ def test_it_prints_the_machine_with_a_table_of_medians(quick_bench: BenchRun) ->
     assert quick_bench.markdown == out.rstrip("\n") + "\n"
 
 
-@pytest.mark.parametrize("size", ["repeat", "commits"])
+@pytest.mark.parametrize("size", ["repeat", "commits", "scale_runs", "scale_writes", "scale_repeat"])
 def test_it_refuses_sizes_below_one(size: str) -> None:
     with pytest.raises(BenchmarkError):
         BenchSizes.choose(quick=True, **{size: 0})

@@ -59,3 +59,55 @@ def test_it_stops_counting_when_the_block_ends() -> None:
         pass
     Run.objects.filter(run_id=run_id).update(stop_reason="")
     assert counter.counts == DatabaseCounts()
+
+
+def test_it_counts_the_mark_database_beside_the_main_one() -> None:
+    from runtime.models import HighWaterMark
+    from runtime.database.routers import hwm_alias
+
+    run_id = a_run_id()
+    counter = DatabaseCounter()
+    with counter.installed():
+        with transaction.atomic():
+            Run.objects.filter(run_id=run_id).update(stop_reason="")
+        with transaction.atomic(using=hwm_alias()):
+            HighWaterMark.objects.using(hwm_alias()).filter(run_id=run_id).update(generation=1)
+    assert counter.counts.durable_transactions == 2
+    assert counter.counts.commits == 2
+
+
+def test_it_counts_the_work_of_other_threads() -> None:
+    import threading
+
+    from django.db import connections
+
+    run_id = a_run_id()
+    counter = DatabaseCounter()
+
+    def elsewhere() -> None:
+        try:
+            Run.objects.filter(run_id=run_id).update(stop_reason="")
+        finally:
+            connections.close_all()
+
+    with counter.installed():
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+    assert (counter.counts.statements, counter.counts.durable_transactions) == (1, 1)
+
+
+def test_it_counts_client_fsyncs_only_while_installed(tmp_path) -> None:
+    import os
+
+    counter = DatabaseCounter()
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    try:
+        with counter.installed():
+            os.write(fd, b"x")
+            os.fsync(fd)
+            os.fdatasync(fd)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert counter.counts == DatabaseCounts(fsyncs=2)

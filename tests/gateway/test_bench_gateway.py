@@ -19,4 +19,23 @@ def test_it_reports_overhead_and_throughput(tmp_path, ratchet_keys):
     assert [t["clients"] for t in report["throughput"]] == [1, 2]
     assert all(not t["errors"] for t in report["throughput"])
     assert "overhead (median)" in result.stdout
-    assert report["per_call"]["statements"] > 0 and report["per_call"]["transactions"] >= 3  # lease, intent, receipt
+    per_call = report["per_call"]
+    assert set(per_call) == {"direct", "call_submit", "json_api", "mcp", "engine_write"}
+    # Counted on both databases: the intent and the receipt each commit on the main database and
+    # move the mark on its own (DESIGN.md section 4.3), and the adapter fsyncs its journal and file.
+    for surface in ("call_submit", "json_api", "mcp", "engine_write"):
+        assert per_call[surface]["durable_transactions"] >= 4, surface
+        assert per_call[surface]["round_trips"] >= per_call[surface]["statements"] > 0, surface
+        assert per_call[surface]["fsyncs"] >= 1, surface
+    assert per_call["direct"]["durable_transactions"] == 0 and per_call["direct"]["fsyncs"] >= 1
+    assert "client fsyncs" in result.stdout
+
+
+def test_it_runs_past_the_default_rate_limit(tmp_path, ratchet_keys):
+    out = tmp_path / "gateway.json"
+    # 121 calls on one token: the default limit (120 a minute) would refuse the last one.
+    env = child_env(RATCHET_GATEWAY_RATE_LIMIT="120")
+    result = run_manage("bench_gateway", "--calls", "121", "--clients", "1", "--json", str(out),
+                        env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(out.read_text())["gateway"]["n"] == 121

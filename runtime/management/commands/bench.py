@@ -7,7 +7,8 @@ transactions per checkpoint advance and per write action), ratios, and the cost 
 0, 300 and 3,000 executed writes; a 300-commit git-history replay against a plain ``git commit``
 loop; recovery after a SIGKILL; peak memory; trace verification; attachments; 1,000 orphaned
 runs resumed by a two-process Celery worker and by ``resume --all-orphaned``; a 10,000-step
-run's worker memory. Runs against a throwaway database on the same engine as ``DATABASE_URL``
+run's worker memory; 50 runs x 20 workspace writes by a two-process Celery worker against DBOS
+doing the same (``scale``). Runs against a throwaway database on the same engine as ``DATABASE_URL``
 (see ``runtime.bench``); the user's database is never opened.
 """
 
@@ -61,6 +62,13 @@ class Command(BaseCommand):
         parser.add_argument("--long-run-seconds", type=seconds(allow_zero=False), default=None, metavar="S",
                             help="wall-clock budget of that run; it stops early and says so "
                                  "(default 900; --quick 120)")
+        parser.add_argument("--scale-runs", type=count(minimum=1), default=None, metavar="N",
+                            help="runs of the scale section (default 50; --quick 6)")
+        parser.add_argument("--scale-writes", type=count(minimum=1), default=None, metavar="N",
+                            help="workspace writes per scale run (default 20; --quick 5)")
+        parser.add_argument("--scale-repeat", type=count(minimum=1), default=None, metavar="N",
+                            help="interleaved repetitions of the scale section, Ratchet and "
+                                 "the DBOS peer (default 5; --quick 2)")
         # Internal: set by the parent when it re-executes itself against the scratch database.
         parser.add_argument("--scratch-child", default=None, help=argparse.SUPPRESS)
         parser.add_argument("--sizes", default=None, help=argparse.SUPPRESS)
@@ -81,6 +89,9 @@ class Command(BaseCommand):
                                       repeat=options["repeat"], orphans=options["orphans"],
                                       long_run_steps=options["long_run_steps"],
                                       long_run_seconds=options["long_run_seconds"],
+                                      scale_runs=options["scale_runs"],
+                                      scale_writes=options["scale_writes"],
+                                      scale_repeat=options["scale_repeat"],
                                       sections=(options["only"].split(",") if options["only"]
                                                 else None))
             history = Path(options["history"]).resolve() if options["history"] else None

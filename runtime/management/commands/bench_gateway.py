@@ -1,6 +1,8 @@
 """``manage.py bench_gateway [--calls N] [--clients 1,8,32] [--json FILE]``: the agent gateway's
-overhead over a direct adapter call and its calls per second (``runtime.bench.gateway``), on a
-throwaway database of the configured engine."""
+overhead over a direct adapter call, its calls per second, and the exact counts of one call
+(statements, round trips, durable transactions, client fsyncs) in-process, through the JSON API
+and MCP beside the engine's write action (``runtime.bench.gateway``), on a throwaway database of
+the configured engine."""
 
 from __future__ import annotations
 
@@ -13,6 +15,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
+from runtime.management.cli_numbers import count
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
 class Command(BaseCommand):
@@ -20,7 +27,9 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--calls", type=int, default=100, help="calls per measurement (default 100)")
+        parser.add_argument("--calls", type=count(minimum=1), default=100,
+                            help="calls per measurement (default 100; any number: the child's rate "
+                                 "limit is raised to fit)")
         parser.add_argument("--clients", default="1,8,32", help="concurrent clients (default 1,8,32)")
         parser.add_argument("--json", dest="json_file", default=None, metavar="FILE")
         parser.add_argument("--child", default=None, help="(internal) measure and write the report here")
@@ -46,9 +55,13 @@ class Command(BaseCommand):
         self.stdout.write(f"  direct adapter write   median {d['median_ms']} ms  p95 {d['p95_ms']} ms")
         self.stdout.write(f"  gateway call           median {g['median_ms']} ms  p95 {g['p95_ms']} ms")
         self.stdout.write(f"  overhead (median)      {report['overhead_median_ms']} ms")
-        if "per_call" in report:
-            self.stdout.write(f"  one gateway call       {report['per_call']['statements']} statements, "
-                              f"{report['per_call']['transactions']} committed transactions")
+        self.stdout.write("  per call (exact counts on every database touched; medians over "
+                          f"{next(iter(report['per_call'].values()))['units']} calls):")
+        self.stdout.write("    statements  round trips  durable tx  client fsyncs  what")
+        for each in report["per_call"].values():
+            self.stdout.write(f"    {_num(each['statements']):>10}  {_num(each['round_trips']):>11}  "
+                              f"{_num(each['durable_transactions']):>10}  {_num(each['fsyncs']):>13}  "
+                              f"{each['label']}")
         for t in report["throughput"]:
             errors = " errors: " + ",".join(t["errors"]) if t["errors"] else ""
             self.stdout.write(f"  {t['clients']:>3} clients: {t['calls_per_second']} calls/s "
