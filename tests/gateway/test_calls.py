@@ -90,7 +90,8 @@ def test_it_waits_for_an_approval_then_executes_the_same_call_id_once(gw):
 
 @pytest.mark.parametrize(("tool", "arguments", "error"), [
     ("write_file", {"path": "elsewhere/x.txt", "content": "x"}, GatewayPolicyRefusedError),
-    ("write_file", {"path": "../escape.txt", "content": "x"}, GatewayPolicyRefusedError),
+    # An unsafe path fails the tool's schema (the task spec's path rule), before the policy is asked.
+    ("write_file", {"path": "../escape.txt", "content": "x"}, GatewayInputError),
     ("run_shell", {"cmd": "true"}, GatewayUnknownActionError),
     ("write_file", {"path": "notes/x.txt"}, GatewayInputError),
     ("write_file", {"path": "notes/x.txt", "content": 5}, GatewayInputError),
