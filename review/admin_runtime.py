@@ -21,10 +21,9 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib import admin
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
-
-from django.db.models import Model, QuerySet
 
 from review.scope import scope_filter, scope_sees_all
 from runtime.models import Attachment, Checkpoint, HighWaterMark, Run, TraceEvent

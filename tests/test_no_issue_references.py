@@ -31,7 +31,8 @@ _REFERENCE = re.compile(
         rf"\b{_WORD}s?\s*#?\s*\d+",  # issue 13, issue #9, issues 13 and 14
         rf"\({_WORD}\s*:",  # (issue: "Roles")
         rf"\b{_WORD}\s+\"",  # issue "exactly-once actions"
-        rf"\b(?:the|this|that)\s+(?:[\w-]+\s+)?{_WORD}\b(?!\s+(?:a|an|one|it|them|tokens?)\b)",  # the constant-cost issue
+        # "the constant-cost issue"
+        rf"\b(?:the|this|that)\s+(?:[\w-]+\s+)?{_WORD}\b(?!\s+(?:a|an|one|it|them|tokens?)\b)",
         rf"\b{_WORD}\)|-\w+\s+{_WORD}\b",  # (exactly-once issue), the exactly-once issue:
     )),
     re.IGNORECASE,

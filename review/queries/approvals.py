@@ -13,8 +13,8 @@ from django.core.paginator import Page, Paginator
 
 from review.scope import scope_filter
 from runtime.decisions.approvals import WaitingApproval, approvals_waiting
-from runtime.evidence.attachments import attachment_get
 from runtime.errors import RatchetError
+from runtime.evidence.attachments import attachment_get
 from runtime.models import Phase, Run
 
 APPROVALS_PER_PAGE = 10

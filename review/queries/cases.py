@@ -12,9 +12,9 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, Count, Value, When
 
 from review.scope import scope_filter
+from runtime.decisions.reviews import decision_prepare
 from runtime.errors import RatchetError, ReviewCaseNotFoundError
 from runtime.models import CaseStatus, ReviewCase, TraceEvent
-from runtime.decisions.reviews import decision_prepare
 
 CASES_PER_PAGE = 25
 

@@ -15,15 +15,15 @@ from typing import Any
 from django.db import OperationalError, ProgrammingError
 from django.db.models import Q
 
+from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
+from runtime.checkpoints.mark_completion import hwm_for_display
 from runtime.core.canonical import digest_bytes
 from runtime.core.envelope import open_envelope
 from runtime.core.signing import TrustRoot
-from runtime.errors import RatchetError, SigningError
-from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
-from runtime.keys import keyring_for
-from runtime.checkpoints.mark_completion import hwm_for_display
-from runtime.models import Checkpoint, HighWaterMark, Run
 from runtime.database.routers import hwm_alias
+from runtime.errors import RatchetError, SigningError
+from runtime.keys import keyring_for
+from runtime.models import Checkpoint, HighWaterMark, Run
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from typing import Any
 from review.queries.approvals import DiffLine, diff_lines
 from runtime.adapters.landed import FileRead, LandedEffect
 from runtime.adapters.readback import landed_effect
-from runtime.evidence.attachments import attachment_get
 from runtime.errors import RatchetError
+from runtime.evidence.attachments import attachment_get
 from runtime.models import Attachment, ReviewCase
 
 MAX_CONTENT_BYTES = 256 * 1024

@@ -23,9 +23,9 @@ from django.db.models.functions import Now
 
 from review.queries.runs import LIVE_PHASES
 from review.scope import AllTenants, scope_filter, scope_tenants
+from runtime.models import CaseStatus, MetricCounter, Phase, ReviewCase, Run
 from runtime.observability.metrics import metrics_bucket_start
 from runtime.observability.rules import DURATION_BUCKETS_SECONDS
-from runtime.models import CaseStatus, MetricCounter, Phase, ReviewCase, Run
 
 RANGES: dict[str, tuple[int, int]] = {"24h": (24 * 3600, 900), "7d": (7 * 24 * 3600, 3600)}
 """Chart range name -> (span seconds, slot seconds): 96 slots of 15 min, or 168 slots of 1 h."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from review.scope import scope_allows, scope_sees_all
+from runtime.models import AdmissionDecision, AdmissionThresholdChange, Combination, CombinationEvent
 from runtime.rollout.admission import AdmissionState, admission_scopes, admission_state
 from runtime.rollout.admission_thresholds import (
     WILDCARD,
@@ -23,7 +24,6 @@ from runtime.rollout.combinations import (
     combination_in_flight_counts,
     combination_queue,
 )
-from runtime.models import AdmissionDecision, AdmissionThresholdChange, Combination, CombinationEvent
 from runtime.rollout.pending_effects import PendingRun, pending_runs_of_scope
 
 MAX_SCOPES = 200

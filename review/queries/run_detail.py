@@ -12,16 +12,16 @@ from django.core.paginator import Page, Paginator
 
 from review.scope import AllTenants, scope_run_check, scope_tenants
 from runtime.checkpoints.checks import Restored, stored_envelope_open
-from runtime.checkpoints.reports import CheckpointReport
+from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
+from runtime.checkpoints.mark_completion import hwm_for_display
 from runtime.checkpoints.protocol import checkpoint_verify
+from runtime.checkpoints.reports import CheckpointReport
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import ExecutedWrite, RunState
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
 from runtime.errors import RatchetError, RunNotFoundError
-from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
 from runtime.keys import keyring_for
-from runtime.checkpoints.mark_completion import hwm_for_display
 from runtime.models import Attachment, Checkpoint, Run, TraceEvent
 from runtime.verifiers.base import verifier_output_digest
 

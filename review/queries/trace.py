@@ -17,8 +17,8 @@ from review.queries.runs import CHOICES_LIMIT
 from review.queries.search import search_runs
 from review.queries.steps import Step, step_timeline
 from review.scope import scope_filter
-from runtime.models import Run, TraceEvent
 from runtime.evidence.trace import ChainReport, trace_verify
+from runtime.models import Run, TraceEvent
 
 EVENTS_PER_PAGE = 50
 

@@ -30,10 +30,10 @@ from review.queries.trace import trace_timeline
 from review.scope import scope_run_check, scope_sees_all
 from review.views.common import fragment_requested, page_render, poll_context, polled, see_other
 from review.views.errors import ACTION_ERRORS, Action, action_failed, not_found_is_404, text_refused
+from runtime.bundles.export import bundle_export
 from runtime.decisions import cancellation as cancel_service
 from runtime.errors import AttachmentError, RatchetError, RunNotFoundError
 from runtime.evidence.attachments import attachment_get
-from runtime.bundles.export import bundle_export
 from runtime.models import Run
 
 RUN_DETAIL_PARTIALS = {"run-status": "status", "checkpoints": "checkpoints", "timeline": "timeline"}

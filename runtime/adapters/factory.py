@@ -26,8 +26,8 @@ from runtime.errors import (
     TaskSpecError,
     UnknownAdapterError,
 )
-from runtime.plugins.registry import ADAPTERS, plugin, plugin_load
 from runtime.plugins.options import NoOptions
+from runtime.plugins.registry import ADAPTERS, plugin, plugin_load
 from runtime.plugins.validation_errors import error_lines, render_lines
 
 

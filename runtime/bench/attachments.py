@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import time
 
-from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.bench.report import MIB, BenchReport, rate_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.errors import BenchmarkError
+from runtime.evidence.attachments import attachment_get, attachment_put
 
 
 def attachments_measure(*, report: BenchReport, sizes: BenchSizes) -> None:

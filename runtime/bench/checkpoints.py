@@ -35,8 +35,8 @@ from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
 from runtime.bench.floor import floor_sample, two_store_floor_sample
 from runtime.bench.report import BenchReport, Ratio, latency_metric
 from runtime.bench.sizes import BenchSizes
-from runtime.bench.write_counts import workspace_write_counts
 from runtime.bench.state import realistic_state, realistic_write
+from runtime.bench.write_counts import workspace_write_counts
 from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_restore, run_create
 from runtime.core.checkpoint import RunState
 from runtime.core.envelope import seal

@@ -38,7 +38,6 @@ from django.conf import settings
 from django.db import connections
 
 from runtime.adapters.factory import open_adapter
-from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.bench.children import manage_argv
 from runtime.bench.gateway_counts import UNITS, gateway_counts
 from runtime.bench.scratch import (
@@ -50,6 +49,7 @@ from runtime.bench.scratch import (
 from runtime.core.checkpoint import Action
 from runtime.engine import run_start
 from runtime.errors import BenchmarkError, BenchmarkScratchError, GatewayRunBusyError
+from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.gateway.calls import call_submit
 from runtime.gateway.tokens import token_issue
 from runtime.taskspec.writing import toml_dumps

@@ -2,7 +2,8 @@
 
 A child process (``manage.py bench --long-run-child``) drives one scripted workspace run the way
 a Celery worker under contention does -- ``run_advance`` for 8 steps at a time (or
-``RATCHET_STEPS_PER_TASK``), taking and releasing the lease each time, the harder case for memory -- and samples its own resident set size (``/proc/self/statm``)
+``RATCHET_STEPS_PER_TASK``), taking and releasing the lease each time, the harder case for memory --
+and samples its own resident set size (``/proc/self/statm``)
 after every committed step, with the time since the start. The figure is the mean RSS over the
 last 10% of the steps over the mean over the first 10%, minus one, whose target is under 10% (a worker that
 keeps a run's reads must not grow with the run);

@@ -30,8 +30,8 @@ from runtime.bench.report import BenchReport, rate_metric
 from runtime.bench.sizes import BenchSizes
 from runtime.engine import run_start
 from runtime.errors import BenchmarkError
-from runtime.ownership.leases import lease_acquire
 from runtime.models import Run, TraceEvent
+from runtime.ownership.leases import lease_acquire
 from runtime.workers.orphans import orphans_resume_all
 from runtime.workers.sweeper import runs_needing_recovery
 

@@ -29,8 +29,6 @@ from runtime.bench.sizes import BenchSizes
 from runtime.bench.trace import traced_run_create
 from runtime.core.search_text import intent_terms
 from runtime.errors import BenchmarkError
-from runtime.observability.metrics import metrics_bucket_start
-from runtime.observability.rules import duration_bucket
 from runtime.models import (
     CaseStatus,
     IdempotencyRecord,
@@ -41,6 +39,8 @@ from runtime.models import (
     RunSearchTerm,
     TraceEvent,
 )
+from runtime.observability.metrics import metrics_bucket_start
+from runtime.observability.rules import duration_bucket
 from runtime.observability.stats import recovery_stats
 
 FULL_RUNS = 100_000

@@ -11,8 +11,8 @@ from runtime.bench.sizes import BenchSizes
 from runtime.bench.state import realistic_state, realistic_write
 from runtime.checkpoints.protocol import run_create
 from runtime.errors import BenchmarkError
-from runtime.models import Run
 from runtime.evidence.trace import trace_append_txn, trace_verify
+from runtime.models import Run
 
 
 def traced_run_create(*, events: int, worker: str) -> str:

@@ -139,13 +139,13 @@ def bundle_export(*, run_id: str, exported_by: str = "") -> dict[str, Any]:
     """
     from django.db import transaction
 
+    from runtime.checkpoints.ledger import ledger_entries
     from runtime.checkpoints.protocol import checkpoint_hwm, checkpoint_verify
     from runtime.errors import RunNotFoundError
+    from runtime.evidence.trace import trace_verify
     from runtime.keys import signer_for
-    from runtime.checkpoints.ledger import ledger_entries
     from runtime.models import Checkpoint, ReviewCase, Run, TraceEvent
     from runtime.rollout.rollout_log import rollout_log
-    from runtime.evidence.trace import trace_verify
 
     keyring = signer_for(TrustRoot.EXPORT)
     with transaction.atomic():

@@ -20,11 +20,11 @@ from collections import Counter
 from dataclasses import dataclass
 
 from runtime.checkpoints.protocol import checkpoint_hwm
+from runtime.checkpoints.session import adapter_for_run
 from runtime.errors import RatchetError
+from runtime.evidence.trace import trace_verify
 from runtime.models import Checkpoint, Run, TraceEvent
 from runtime.replay_check.audit import Check
-from runtime.checkpoints.session import adapter_for_run
-from runtime.evidence.trace import trace_verify
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 from django.db import router
 
-from runtime.database.statements import compiled_rows
+from runtime.checkpoints.high_water_marks import HighWaterMarkInfo, hwm_read
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import RunState, VersionSet
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
 from runtime.core.signing import Keyring, TrustRoot
+from runtime.database.statements import compiled_rows
 from runtime.errors import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
@@ -32,7 +33,6 @@ from runtime.errors import (
     SigningError,
     VersionMismatchError,
 )
-from runtime.checkpoints.high_water_marks import HighWaterMarkInfo, hwm_read
 from runtime.keys import keyring_for
 from runtime.models import Checkpoint, Run
 

@@ -28,10 +28,10 @@ from django.db import (
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 
+from runtime.database.routers import hwm_alias
 from runtime.database.statements import compiled_update
 from runtime.errors import HighWaterMarkMissingError, RunExistsError, StaleGenerationError
 from runtime.models import HighWaterMark, Run
-from runtime.database.routers import hwm_alias
 
 HWM_STORE_ERRORS = (OperationalError, ProgrammingError)
 """A missing table (ProgrammingError on PostgreSQL, OperationalError on SQLite) or an unreachable

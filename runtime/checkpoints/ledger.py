@@ -23,9 +23,9 @@ from django.db.models import QuerySet
 from django.db.models.functions import Now
 
 from runtime.checkpoints.cases import review_case_id
-from runtime.database.statements import compiled_delete, compiled_insert, compiled_rows
 from runtime.core.checkpoint import LedgerHead, Phase, StopReason
 from runtime.core.ledger import LedgerEntry, LedgerKind, ledger_chain_check
+from runtime.database.statements import compiled_delete, compiled_insert, compiled_rows
 from runtime.errors import LedgerChainError
 from runtime.models import LedgerEntry as LedgerRow
 from runtime.models import ReviewCase, Run

@@ -17,8 +17,9 @@ import logging
 from django.db import router
 
 from runtime.checkpoints.checks import run_identity_check, stored_envelope_open
-from runtime.database.statements import compiled_rows
+from runtime.checkpoints.high_water_marks import HighWaterMarkInfo, hwm_advance, hwm_read
 from runtime.core.canonical import digest_bytes
+from runtime.database.statements import compiled_rows
 from runtime.errors import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
@@ -27,7 +28,6 @@ from runtime.errors import (
     RatchetError,
     StaleGenerationError,
 )
-from runtime.checkpoints.high_water_marks import HighWaterMarkInfo, hwm_advance, hwm_read
 from runtime.models import Checkpoint, Run
 
 logger = logging.getLogger("runtime.checkpoints.mark_completion")

@@ -54,6 +54,9 @@ from runtime.checkpoints.checks import (
     run_row_read,
     stored_envelope_open,
 )
+from runtime.checkpoints.high_water_marks import HighWaterMarkInfo, hwm_create
+from runtime.checkpoints.ledger import LedgerRows, ledger_committed, ledger_failure_freeze, ledger_verify
+from runtime.checkpoints.mark_completion import hwm_committed
 from runtime.checkpoints.transaction import AFTER_COMMIT, CommitPlan, commit_plan_apply
 from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import LedgerHead, RunState, VersionSet
@@ -68,13 +71,10 @@ from runtime.errors import (
     MarkPendingError,
     RunExistsError,
 )
-from runtime.checkpoints.high_water_marks import HighWaterMarkInfo, hwm_create
-from runtime.keys import keyring_for
-from runtime.ownership.leases import Lease, lease_acquire
-from runtime.checkpoints.ledger import LedgerRows, ledger_committed, ledger_failure_freeze, ledger_verify
-from runtime.checkpoints.mark_completion import hwm_committed
-from runtime.models import Checkpoint, Run
 from runtime.evidence.trace import trace_events_check
+from runtime.keys import keyring_for
+from runtime.models import Checkpoint, Run
+from runtime.ownership.leases import Lease, lease_acquire
 
 logger = logging.getLogger("runtime.checkpoints.protocol")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from django.db import IntegrityError, router, transaction
 
-from runtime.database.statements import compiled_rows
 from runtime.core.checkpoint import Receipt
+from runtime.database.statements import compiled_rows
 from runtime.errors import KeyQuarantinedError, ReceiptConflictError
 from runtime.models import IdempotencyRecord
 

@@ -13,12 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from runtime.checkpoints.checks import run_load, stored_envelope_open
+from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
+from runtime.checkpoints.mark_completion import hwm_for_display
 from runtime.core.canonical import digest_bytes
 from runtime.core.signing import TrustRoot
 from runtime.errors import RatchetError
-from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
 from runtime.keys import keyring_for
-from runtime.checkpoints.mark_completion import hwm_for_display
 from runtime.models import Checkpoint
 
 

@@ -29,19 +29,19 @@ from django.conf import settings
 from runtime.adapters.base import Adapter, Observation
 from runtime.adapters.factory import open_adapter
 from runtime.checkpoints.approval_checks import evidence_verify
-from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.checkpoints.cases import case_sync
 from runtime.checkpoints.protocol import CommitResult, checkpoint_commit, checkpoint_restore
 from runtime.core.checkpoint import TERMINAL_PHASES, EnvironmentRef, RunState, VersionSet
-from runtime.ownership.environments import adapter_bind
 from runtime.errors import MarkPendingError, RunSpecMissingError
+from runtime.evidence.attachments import attachment_get, attachment_put
+from runtime.models import Run
+from runtime.ownership.environments import adapter_bind
 from runtime.ownership.heartbeats import LeaseHeartbeat
 from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release
-from runtime.models import Run
 from runtime.planners.base import Planner
 from runtime.planners.factory import build_planner
-from runtime.taskspec.plugin_pins import plugin_pins_check
 from runtime.taskspec import TaskSpec, scenario_fingerprint
+from runtime.taskspec.plugin_pins import plugin_pins_check
 
 
 def default_worker_id() -> str:

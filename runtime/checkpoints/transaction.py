@@ -21,11 +21,13 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Now
 
 from runtime.checkpoints.checks import run_identity_check, run_load
-from runtime.database.statements import UpdateBuilder, compiled_insert, compiled_update
+from runtime.checkpoints.high_water_marks import hwm_advance
+from runtime.checkpoints.ledger import ledger_orphans_drop, ledger_rows_add
 from runtime.core.checkpoint import LedgerHead
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.envelope import CheckpointEnvelope
 from runtime.core.ledger import LedgerEntry
+from runtime.database.statements import UpdateBuilder, compiled_insert, compiled_update
 from runtime.errors import (
     CheckpointInvariantError,
     HighWaterMarkMissingError,
@@ -34,11 +36,9 @@ from runtime.errors import (
     RunNotFoundError,
     StaleGenerationError,
 )
-from runtime.checkpoints.high_water_marks import hwm_advance
-from runtime.ownership.leases import Lease, held_by
-from runtime.checkpoints.ledger import ledger_orphans_drop, ledger_rows_add
-from runtime.models import Checkpoint, Run, TraceEvent
 from runtime.evidence.trace import trace_head_forget, trace_head_hint, trace_head_remember, trace_rows_build
+from runtime.models import Checkpoint, Run, TraceEvent
+from runtime.ownership.leases import Lease, held_by
 
 AFTER_LEDGER_ROWS = register(
     "checkpoint.after_ledger_rows",
@@ -278,7 +278,8 @@ def commit_plan_apply(plan: CommitPlan) -> None:
         IdentityMismatchError / ScenarioMismatchError: the envelope is not this run's.
         StaleGenerationError: the run row is not at the generation the plan extends (the fence
             refuses it); nothing committed.
-        MarkPendingError: the main transaction committed g+1 and the mark could not be moved; the next restore completes it
+        MarkPendingError: the main transaction committed g+1 and the mark could not be moved; the
+            next restore completes it
             (``runtime.checkpoints.mark_completion``). A StaleGenerationError there means another holder
             has moved the run on since.
         CheckpointInvariantError: a ledger entry's ``seq`` or ``(kind, key)`` is already stored.

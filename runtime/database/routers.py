@@ -9,7 +9,6 @@ from django.conf import settings
 
 from runtime.errors import ConfigurationError
 
-
 HWM_ALIAS = "hwm"
 """The database alias of the high-water mark store, always a database of its own (DESIGN.md
 section 4.2): the mark is what makes a restore of the main database fail closed."""

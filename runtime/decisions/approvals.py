@@ -32,6 +32,7 @@ from django.conf import settings
 
 import runtime.workers.dispatch
 from runtime.checkpoints.protocol import checkpoint_verify
+from runtime.checkpoints.session import RunSession, person_worker_id, run_session, session_commit
 from runtime.core.checkpoint import PendingAction, Phase, Receipt, StopReason
 from runtime.core.evidence import approval_sign, approval_ttl_check
 from runtime.core.signing import TrustRoot
@@ -39,10 +40,9 @@ from runtime.core.statemachine import Event, transition
 from runtime.database.clock import db_now
 from runtime.engine.settle import receipt_settle
 from runtime.errors import ApprovalRefusedError, LeaseHeldError, RatchetError
+from runtime.evidence.trace import trace_append
 from runtime.keys import signer_for
 from runtime.models import Run, TraceEvent
-from runtime.checkpoints.session import RunSession, person_worker_id, run_session, session_commit
-from runtime.evidence.trace import trace_append
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,14 @@ from django.db import transaction
 import runtime.workers.dispatch
 from runtime.checkpoints.cases import case_sync
 from runtime.checkpoints.protocol import checkpoint_verify
+from runtime.checkpoints.receipts import key_quarantine
+from runtime.checkpoints.session import (
+    adapter_for_run,
+    person_worker_id,
+    run_session,
+    session_commit,
+    store_observation,
+)
 from runtime.core.checkpoint import (
     DecisionKind,
     Phase,
@@ -61,17 +69,9 @@ from runtime.errors import (
     ReviewCaseNotFoundError,
     UnknownKeyError,
 )
+from runtime.evidence.trace import trace_append
 from runtime.keys import keyring_for, reviewer_names, signer_for
 from runtime.models import CaseStatus, ReviewCase
-from runtime.checkpoints.receipts import key_quarantine
-from runtime.checkpoints.session import (
-    adapter_for_run,
-    person_worker_id,
-    run_session,
-    session_commit,
-    store_observation,
-)
-from runtime.evidence.trace import trace_append
 
 FUTURE_STAMP_SECONDS = 300.0
 """How far (seconds) a decision's ``issued_at`` may lie ahead of the database clock: decisions are

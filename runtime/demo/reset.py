@@ -20,9 +20,9 @@ from pathlib import Path
 from django.db import transaction
 from django.db.models import ProtectedError
 
+from runtime.database.routers import hwm_alias
 from runtime.errors import DemoSetupError
 from runtime.models import HighWaterMark, RecoveryWatch, Run
-from runtime.database.routers import hwm_alias
 
 log = logging.getLogger("runtime.demo")
 

@@ -21,15 +21,15 @@ from kombu.exceptions import OperationalError
 
 import runtime.workers.dispatch
 from runtime.adapters.factory import open_adapter
-from runtime.decisions.approvals import approval_grant, approvals_waiting
-from runtime.evidence.attachments import attachment_get
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
+from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.demo.agents import AGENT_SCENARIOS, agent_task_write
 from runtime.demo.scenarios import MIN_COMMITS, SCENARIOS, conflicting_commit, task_write
 from runtime.demo.services import DemoServices
 from runtime.engine import run_advance, run_start
 from runtime.errors import DemoSetupError, RatchetError
+from runtime.evidence.attachments import attachment_get
 from runtime.models import Run
 from runtime.planners.git_history.source import rev_parse_commit, run_git
 

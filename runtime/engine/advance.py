@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import DatabaseError
 
+from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
 from runtime.engine.cancel import cancel_requested, run_cancel
@@ -25,10 +26,9 @@ from runtime.engine.freeze import run_freeze
 from runtime.engine.propose import write_propose
 from runtime.engine.recover import environment_recover, waiting_reconcile
 from runtime.errors import AdapterError, EngineError, LeaseLostError, RunNotFoundError
-from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
-from runtime.models import Run
-from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
 from runtime.evidence.trace import trace_append
+from runtime.models import Run
+from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
 
 logger = logging.getLogger(__name__)
 

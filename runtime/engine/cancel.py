@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from django.db import router
 
-from runtime.database.statements import compiled_rows
+from runtime.checkpoints.session import RunSession
 from runtime.core.checkpoint import Phase, StopReason
 from runtime.core.statemachine import Event
+from runtime.database.statements import compiled_rows
 from runtime.engine.freeze import run_stop
 from runtime.engine.settle import receipt_settle
 from runtime.models import Run
-from runtime.checkpoints.session import RunSession
 
 
 def cancel_requested(session: RunSession) -> bool:

@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runtime.adapters.base import Observation
-from runtime.evidence.attachments import attachment_put
+from runtime.checkpoints.session import RunSession, observation_json, observation_matches, session_commit
 from runtime.core.checkpoint import StopReason, VerifierResult
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.ledger import state_ledger
 from runtime.core.statemachine import Event, transition
 from runtime.engine.freeze import run_freeze
+from runtime.evidence.attachments import attachment_put
 from runtime.planners.base import Done
-from runtime.checkpoints.session import RunSession, observation_json, observation_matches, session_commit
 from runtime.verifiers.builtin import verify
 
 CP_BEFORE_VERIFY = register("engine.before_verify", "planner said done, verifier not run yet")

@@ -9,11 +9,11 @@ a write; a service that cannot be reached right now is retried later like any ot
 
 from __future__ import annotations
 
+from runtime.checkpoints.session import RunSession
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
 from runtime.engine.freeze import run_freeze
 from runtime.errors import AdapterError
-from runtime.checkpoints.session import RunSession
 
 
 def credentials_recheck(session: RunSession) -> None:

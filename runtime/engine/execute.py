@@ -16,15 +16,6 @@ from __future__ import annotations
 
 from runtime.adapters.deadline import CommitDeadline, adapter_takes_deadline, deadline_measure
 from runtime.checkpoints.approval_checks import approval_problem
-from runtime.core.checkpoint import PendingAction, StopReason
-from runtime.core.crashpoints import crash_point, register
-from runtime.core.evidence import approval_digest
-from runtime.core.statemachine import Event, transition
-from runtime.database.clock import db_now
-from runtime.engine.freeze import run_freeze, run_freeze_fenced
-from runtime.engine.settle import receipt_settle
-from runtime.errors import AdapterTimeoutError, CommitDeadlinePassedError, EngineError, FencingTokenError
-from runtime.ownership.leases import lease_check
 from runtime.checkpoints.receipts import receipt_cache_get
 from runtime.checkpoints.session import (
     RunSession,
@@ -34,6 +25,15 @@ from runtime.checkpoints.session import (
     session_commit,
     session_heartbeat,
 )
+from runtime.core.checkpoint import PendingAction, StopReason
+from runtime.core.crashpoints import crash_point, register
+from runtime.core.evidence import approval_digest
+from runtime.core.statemachine import Event, transition
+from runtime.database.clock import db_now
+from runtime.engine.freeze import run_freeze, run_freeze_fenced
+from runtime.engine.settle import receipt_settle
+from runtime.errors import AdapterTimeoutError, CommitDeadlinePassedError, EngineError, FencingTokenError
+from runtime.ownership.leases import lease_check
 
 CP_BEFORE_EXECUTE = register("engine.before_execute", "lease re-checked, about to call adapter.execute")
 CP_AFTER_EXECUTE = register("engine.after_execute", "adapter returned a receipt, nothing persisted yet")

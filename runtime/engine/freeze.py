@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runtime.checkpoints.cases import case_open, review_case_id
+from runtime.checkpoints.session import RunSession, session_commit
 from runtime.core.checkpoint import Receipt, ReviewCaseRef, StopReason
 from runtime.core.statemachine import Event, transition
 from runtime.errors import FencingTokenError
-from runtime.ownership.leases import lease_check
-from runtime.observability.metrics import metrics_fencing_rejection_count
-from runtime.models import TraceEvent
-from runtime.checkpoints.session import RunSession, session_commit
 from runtime.evidence.trace import trace_append
+from runtime.models import TraceEvent
+from runtime.observability.metrics import metrics_fencing_rejection_count
+from runtime.ownership.leases import lease_check
 
 log = logging.getLogger("runtime.engine")
 

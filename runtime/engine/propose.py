@@ -17,16 +17,6 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.evidence.attachments import attachment_blob, attachment_put
-from runtime.core.checkpoint import Action, PendingAction, RunState, StopReason
-from runtime.core.crashpoints import crash_point, register
-from runtime.core.idempotency import derive_key
-from runtime.core.ledger import state_ledger
-from runtime.core.statemachine import Event, transition
-from runtime.engine.complete import run_complete
-from runtime.engine.freeze import run_freeze, run_stop
-from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, PolicyViolationError
-from runtime.planners.base import Done, PlannerStep, planner_state_check
 from runtime.checkpoints.session import (
     RunSession,
     observation_json,
@@ -35,8 +25,18 @@ from runtime.checkpoints.session import (
     session_blob_put,
     session_commit,
 )
-from runtime.taskspec import needs_approval, policy_check
+from runtime.core.checkpoint import Action, PendingAction, RunState, StopReason
+from runtime.core.crashpoints import crash_point, register
+from runtime.core.idempotency import derive_key
+from runtime.core.ledger import state_ledger
+from runtime.core.statemachine import Event, transition
+from runtime.engine.complete import run_complete
+from runtime.engine.freeze import run_freeze, run_stop
+from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, PolicyViolationError
+from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.evidence.trace import trace_append
+from runtime.planners.base import Done, PlannerStep, planner_state_check
+from runtime.taskspec import needs_approval, policy_check
 
 CP_BEFORE_PROPOSE = register("engine.before_propose", "observed, about to ask the planner")
 CP_AFTER_INTENT = register("engine.after_intent_commit", "pending intent checkpointed, no side effect yet")

@@ -10,12 +10,12 @@ an approval whose write already committed before a crash only reconciles the rec
 from __future__ import annotations
 
 from runtime.adapters.fence import adapter_fence_advance
+from runtime.checkpoints.session import RunSession, observation_json, observation_matches
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
 from runtime.engine.freeze import run_freeze, run_freeze_fenced
 from runtime.engine.settle import receipt_settle
 from runtime.errors import EnvironmentIdentityError, FencingTokenError
-from runtime.checkpoints.session import RunSession, observation_json, observation_matches
 
 
 def environment_recover(session: RunSession) -> None:

@@ -10,6 +10,8 @@ does not fit freezes the run for review with the receipt kept in full.
 from __future__ import annotations
 
 from runtime.checkpoints.approval_checks import receipt_trust_problem
+from runtime.checkpoints.receipts import receipt_cache_get, receipt_cache_put
+from runtime.checkpoints.session import RunSession, observation_json, session_commit, store_observation
 from runtime.core.checkpoint import ExecutedWrite, Receipt, StopReason
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.idempotency import compare_receipts
@@ -17,8 +19,6 @@ from runtime.core.ledger import state_ledger
 from runtime.core.statemachine import Event, transition
 from runtime.engine.freeze import run_freeze
 from runtime.errors import EngineError
-from runtime.checkpoints.receipts import receipt_cache_get, receipt_cache_put
-from runtime.checkpoints.session import RunSession, observation_json, session_commit, store_observation
 
 CP_AFTER_CACHE = register("engine.after_receipt_cache",
                           "receipt checked; its cache row and ledger entry wait for the receipt commit")

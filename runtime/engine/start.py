@@ -11,17 +11,17 @@ from pathlib import Path
 from django.conf import settings
 
 from runtime.adapters.factory import open_adapter
-from runtime.rollout.admission import admission_check
 from runtime.checkpoints.protocol import run_create
-from runtime.rollout.combinations import combination_assign, combination_fields, combination_select
+from runtime.checkpoints.session import default_worker_id, store_observation
 from runtime.core.checkpoint import BudgetLimits, Phase, RunIdentity, RunState, Scope, VersionSet
 from runtime.errors import MarkPendingError
 from runtime.ownership.leases import lease_release
 from runtime.planners.base import planner_state_check
 from runtime.planners.factory import build_planner
-from runtime.taskspec.plugin_pins import plugin_pins
-from runtime.checkpoints.session import default_worker_id, store_observation
+from runtime.rollout.admission import admission_check
+from runtime.rollout.combinations import combination_assign, combination_fields, combination_select
 from runtime.taskspec import load_task_spec, scenario_fingerprint
+from runtime.taskspec.plugin_pins import plugin_pins
 
 log = logging.getLogger("runtime.engine")
 

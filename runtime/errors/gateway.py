@@ -70,7 +70,8 @@ class GatewayUnknownActionError(GatewayInputError):
 class GatewayMalformedRequestError(GatewayInputError):
     code, status = "malformed_request", 400
     default_message = "the request is malformed (a header or the path cannot be read)"
-    hint = "send a well-formed request (Content-Length a number, the path as the API documents it); nothing was recorded"
+    hint = ("send a well-formed request (Content-Length a number, the path as the API documents it); "
+            "nothing was recorded")
 
 
 class GatewayNotFoundError(GatewayError):

@@ -17,8 +17,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import router
 
-from runtime.database.statements import compiled_insert, compiled_rows
 from runtime.core.canonical import check_digest, digest_bytes
+from runtime.database.statements import compiled_insert, compiled_rows
 from runtime.errors import AttachmentError, DigestFormatError
 from runtime.models import Attachment
 

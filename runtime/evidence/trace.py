@@ -33,12 +33,12 @@ from django.db import router, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from runtime.database.statements import compiled_insert, compiled_rows, compiled_update
 from runtime.core.canonical import DigestKind, canonical_json, digest
+from runtime.database.statements import compiled_insert, compiled_rows, compiled_update
 from runtime.errors import RunNotFoundError, TraceChainError
-from runtime.observability.metrics import metrics_events_count, metrics_labels_remember
-from runtime.models import Run, TraceEvent
 from runtime.evidence.search_terms import search_terms_record
+from runtime.models import Run, TraceEvent
+from runtime.observability.metrics import metrics_events_count, metrics_labels_remember
 
 _HEADS: dict[str, tuple[int, str]] = {}
 """run id -> the trace ``(seq, head)`` this process last wrote: a compare-and-set hint for the

@@ -19,6 +19,7 @@ from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from runtime.checkpoints.protocol import checkpoint_verify
+from runtime.checkpoints.session import default_worker_id
 from runtime.core.checkpoint import Phase, RunState
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
@@ -38,7 +39,6 @@ from runtime.gateway.tools import MAX_CALL_BYTES, arguments_object, call_check, 
 from runtime.models import GatewayToken, Run
 from runtime.planners.chat_tools.tools import FINISH
 from runtime.planners.external import ExternalCall, call_digest, call_record, external_call_offered
-from runtime.checkpoints.session import default_worker_id
 
 
 class CallResult(BaseModel):

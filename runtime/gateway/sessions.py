@@ -28,8 +28,8 @@ from typing import Any
 from django.conf import settings
 
 from runtime.checkpoints.high_water_marks import hwm_read
-from runtime.ownership.leases import Lease
 from runtime.checkpoints.session import RunSession
+from runtime.ownership.leases import Lease
 
 _KEPT = 256
 _kept: OrderedDict[str, RunSession] = OrderedDict()

@@ -16,8 +16,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from runtime.observability.rules import DURATION_BUCKETS_SECONDS
 from runtime.models import MetricCounter, Run
+from runtime.observability.rules import DURATION_BUCKETS_SECONDS
 
 PREFIX = "ratchet_"
 

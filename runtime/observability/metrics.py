@@ -33,8 +33,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connections, router, transaction
 
-from runtime.observability.rules import FAILED, FROZEN, SUCCEEDED, duration_bucket, recovery_decision
 from runtime.models import MetricCounter, RecoveryWatch, Run
+from runtime.observability.rules import FAILED, FROZEN, SUCCEEDED, duration_bucket, recovery_decision
 
 _LABELS: dict[str, tuple[str, str]] = {}
 """run id -> (tenant, task), as this process last read them from the run row."""

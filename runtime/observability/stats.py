@@ -24,8 +24,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from runtime.observability.rules import FAILED, FROZEN, SUCCEEDED, recovery_decision
 from runtime.models import TraceEvent
+from runtime.observability.rules import FAILED, FROZEN, SUCCEEDED, recovery_decision
 
 __all__ = ["FROZEN", "RecoveryStats", "recovery_stats"]
 

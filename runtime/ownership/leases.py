@@ -29,10 +29,10 @@ from django.db.models import ExpressionWrapper, Q
 from django.db.models.functions import Now
 
 from runtime.database.statements import compiled_rows
-from runtime.ownership.environments import environment_fence_next_txn
 from runtime.errors import LeaseHeldError, LeaseLostError, RunNotFoundError
-from runtime.models import Run
 from runtime.evidence.trace import trace_append_txn
+from runtime.models import Run
+from runtime.ownership.environments import environment_fence_next_txn
 
 logger = logging.getLogger("runtime.ownership.leases")
 

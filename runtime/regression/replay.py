@@ -24,17 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.evidence.attachments import attachment_get
-from runtime.rollout.combinations import combination_get, combination_regress_record
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
 from runtime.decisions.cancellation import run_request_cancel
 from runtime.engine import run_advance, run_start
 from runtime.errors import CombinationStateError, ConfigurationError
+from runtime.evidence.attachments import attachment_get
 from runtime.models import Run, TraceEvent
-from runtime.taskspec.plugin_pins import plugin_code_digest
 from runtime.regression.record import regress_restore, regress_side_effects, run_adapter_open, trace_entry
 from runtime.regression.sources import hanging_git, small_history_build
+from runtime.rollout.combinations import combination_get, combination_regress_record
+from runtime.taskspec.plugin_pins import plugin_code_digest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GROUPS = ("normal", "rejected", "timed_out", "cancelled", "duplicate_request")

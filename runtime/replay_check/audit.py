@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.errors import RatchetError
+from runtime.evidence.trace import trace_verify
 from runtime.models import Run, TraceEvent
 from runtime.replay_check.repository import (
     ReplayRange,
@@ -31,7 +32,6 @@ from runtime.replay_check.repository import (
     target_commits,
     tree_of,
 )
-from runtime.evidence.trace import trace_verify
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from runtime.decisions.verdicts import RunExit
 from runtime.models import Run
 from runtime.replay_check.processes import group_kill, group_runs_git, group_start
-from runtime.decisions.verdicts import RunExit
 
 _POLL_SECONDS = 0.01
 _GIT_WAIT_SECONDS = 2.0

@@ -27,13 +27,10 @@ from django.conf import settings
 from django.db.models import Sum
 from django.utils import timezone
 
-from runtime.rollout.admission_thresholds import Thresholds, admission_thresholds
-from runtime.rollout.combinations import combination_canaries_check
 from runtime.core.canonical import canonical_json
 from runtime.core.signing import Signature, TrustRoot
 from runtime.errors import AdmissionClosedError, AdmissionScopeUnknownError
 from runtime.keys import keyring_for, signer_for
-from runtime.observability.rules import DURATION_BUCKETS_SECONDS
 from runtime.models import (
     AdmissionClosing,
     AdmissionDecision,
@@ -42,6 +39,9 @@ from runtime.models import (
     MetricCounter,
     Run,
 )
+from runtime.observability.rules import DURATION_BUCKETS_SECONDS
+from runtime.rollout.admission_thresholds import Thresholds, admission_thresholds
+from runtime.rollout.combinations import combination_canaries_check
 
 __all__ = ["AdmissionState", "Thresholds", "admission_check", "admission_closed_scopes", "admission_reopen",
            "admission_scope_known", "admission_scopes", "admission_state", "admission_thresholds"]

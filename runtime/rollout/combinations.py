@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from runtime.core.canonical import DigestKind, digest
 from runtime.errors import CombinationNotFoundError, CombinationStateError
+from runtime.evidence.trace import trace_append
 from runtime.models import (
     Combination,
     CombinationEvent,
@@ -36,9 +37,8 @@ from runtime.models import (
     TraceEvent,
 )
 from runtime.rollout.pending_effects import IN_FLIGHT_PHASES, pending_keys_by_run
-from runtime.taskspec.plugin_pins import plugin_pins
 from runtime.taskspec import load_task_spec
-from runtime.evidence.trace import trace_append
+from runtime.taskspec.plugin_pins import plugin_pins
 
 STATES = ("canary", "active", "retired", "rolled_back")
 QUEUE_PREFIX = "ratchet.c."

@@ -29,11 +29,11 @@ from pydantic import (
 from runtime.core.checkpoint import BudgetLimits, Risk, Scope, VersionSet
 from runtime.core.nesting import MAX_NESTING_DEPTH, value_depth
 from runtime.errors import PluginError, PluginLoadError, PluginNotFoundError, TaskSpecError
+from runtime.plugins.options import StrictOptions
 from runtime.plugins.registry import ADAPTERS, ENTRY_RE, PLANNERS, PYTHON_KIND, VERIFIERS, LoadedPlugin, plugin_load
+from runtime.plugins.validation_errors import error_lines, render_lines
 from runtime.taskspec.paths import GlobPattern
 from runtime.taskspec.planned_actions import planned_action_lines
-from runtime.plugins.options import StrictOptions
-from runtime.plugins.validation_errors import error_lines, render_lines
 
 TASK_SPEC_SCHEMA_VERSION = 1
 """Version of the task spec format this code reads; hashed into every scenario fingerprint."""

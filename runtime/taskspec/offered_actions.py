@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from runtime.errors import PolicyActionsError
 from runtime.plugins.registry import LoadedPlugin
-from runtime.taskspec.models import TaskSpec, spec_plugin
 from runtime.plugins.validation_errors import render_lines
+from runtime.taskspec.models import TaskSpec, spec_plugin
 
 FILE_ADAPTER_ACTIONS: dict[str, tuple[str, ...]] = {"workspace": ("write_file", "delete_file"),
                                                     "git": ("write_file", "delete_file")}

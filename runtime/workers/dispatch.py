@@ -14,11 +14,10 @@ consumed only by workers started with ``manage.py worker --combinations ID``.
 
 from __future__ import annotations
 
-from celery import Celery
+from celery import Celery, current_app
 from django.conf import settings
 from django.db import transaction
 
-from celery import current_app
 from runtime.errors import ConfigurationError
 from runtime.rollout.combinations import combination_of_run, combination_queue
 

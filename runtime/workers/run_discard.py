@@ -40,6 +40,7 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, ProgrammingError, tran
 from django.db.models import ProtectedError, Q
 from django.db.models.functions import Now
 
+from runtime.database.routers import hwm_alias
 from runtime.errors import (
     HighWaterMarkMissingError,
     LeaseHeldError,
@@ -55,7 +56,6 @@ from runtime.models import (
     Run,
     TraceEvent,
 )
-from runtime.database.routers import hwm_alias
 
 logger = logging.getLogger("runtime.workers.run_discard")
 

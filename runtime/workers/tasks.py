@@ -47,8 +47,6 @@ from django.db import InterfaceError
 from django.db import OperationalError as DatabaseOperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
-from runtime.rollout.combinations import combination_refusal_trace
-from runtime.workers.dispatch import ADVANCE_RUN_TASK, run_route
 from runtime.engine import run_advance
 from runtime.errors import (
     CheckpointError,
@@ -60,6 +58,8 @@ from runtime.errors import (
     StaleGenerationError,
 )
 from runtime.models import Run
+from runtime.rollout.combinations import combination_refusal_trace
+from runtime.workers.dispatch import ADVANCE_RUN_TASK, run_route
 from runtime.workers.sweeper import LIVE_PHASES, lease_expiry_next, runs_needing_recovery, runs_waiting
 
 log = logging.getLogger("runtime.workers.tasks")

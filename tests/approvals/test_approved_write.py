@@ -2,9 +2,9 @@
 
 import pytest
 
-from runtime.decisions.approvals import approval_grant
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger
+from runtime.decisions.approvals import approval_grant
 from runtime.engine import run_advance
 from runtime.errors import ApprovalRefusedError
 from runtime.models import TraceEvent

@@ -5,9 +5,9 @@ from dataclasses import replace
 import pytest
 
 from runtime.checkpoints.approval_checks import approval_problem
-from runtime.decisions.approvals import approval_grant
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger
+from runtime.decisions.approvals import approval_grant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

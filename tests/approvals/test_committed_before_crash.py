@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from runtime.decisions.approvals import approval_grant
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.core.ledger import state_ledger
 from runtime.database.clock import db_now
+from runtime.decisions.approvals import approval_grant
 from runtime.engine import run_advance
 from runtime.models import Run, TraceEvent
 from tests.helpers.procs import KILLED, child_env, run_manage

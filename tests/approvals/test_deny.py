@@ -2,8 +2,8 @@
 
 import pytest
 
-from runtime.decisions.approvals import approval_deny
 from runtime.checkpoints.protocol import checkpoint_verify
+from runtime.decisions.approvals import approval_deny
 from runtime.engine import run_advance
 from runtime.models import TraceEvent
 

@@ -5,10 +5,10 @@ import time
 import pytest
 
 from runtime.adapters.workspace.adapter import WorkspaceAdapter
-from runtime.decisions.approvals import approval_grant, approval_refresh
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import StopReason
 from runtime.core.ledger import state_ledger
+from runtime.decisions.approvals import approval_grant, approval_refresh
 from runtime.engine import run_advance
 from runtime.errors import ApprovalRefusedError
 from runtime.models import TraceEvent

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from runtime.decisions.approvals import approval_grant
 from runtime.core.checkpoint import StopReason
 from runtime.database.clock import db_now
+from runtime.decisions.approvals import approval_grant
 from runtime.engine import run_advance
 from runtime.errors import ApprovalTtlError
 from tests.helpers.procs import run_manage, wait_for

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.decisions.approvals import approval_grant
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.core.evidence import approval_digest, approval_sign
 from runtime.core.signing import TrustRoot
 from runtime.database.clock import db_now
+from runtime.decisions.approvals import approval_grant
 from runtime.engine import run_advance
 from runtime.keys import signer_for
 from runtime.models import Run, TraceEvent

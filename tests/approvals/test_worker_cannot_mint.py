@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.checkpoints.approval_checks import evidence_findings
-from runtime.bundles.verification import bundle_verify
 from runtime.bundles.export import bundle_export
+from runtime.bundles.verification import bundle_verify
+from runtime.checkpoints.approval_checks import evidence_findings
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import ApprovalEvidence
 from runtime.core.evidence import approval_verify

@@ -62,8 +62,8 @@ def test_it_stops_counting_when_the_block_ends() -> None:
 
 
 def test_it_counts_the_mark_database_beside_the_main_one() -> None:
-    from runtime.models import HighWaterMark
     from runtime.database.routers import hwm_alias
+    from runtime.models import HighWaterMark
 
     run_id = a_run_id()
     counter = DatabaseCounter()

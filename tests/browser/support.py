@@ -127,11 +127,11 @@ def receipt_conflict_run(directory: Path, source: Path, revs: dict[int, str]) ->
     used the pending key for a different commit (same files, another message -- the demo's
     conflict). Returns ``(run_id, the conflicted key)``."""
     from runtime.adapters.factory import open_adapter
-    from runtime.evidence.attachments import attachment_get
     from runtime.checkpoints.protocol import checkpoint_verify
     from runtime.core.checkpoint import Action
     from runtime.demo.scenarios import conflicting_commit
     from runtime.engine import run_advance, run_start
+    from runtime.evidence.attachments import attachment_get
     from runtime.models import Run
 
     run_id = run_start(spec_path=replay_task(directory, source, revs, base=2, tip=0))

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.rollout.admission import admission_decision_verify, admission_state
 from runtime.engine import run_advance, run_start
-from runtime.models import AdmissionDecision, AdmissionThresholdChange, Run
 from runtime.evidence.trace import trace_append
+from runtime.models import AdmissionDecision, AdmissionThresholdChange, Run
+from runtime.rollout.admission import admission_decision_verify, admission_state
 from tests.browser.support import Story, linear_history, replay_task
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

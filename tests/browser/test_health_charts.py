@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.observability.metrics import metrics_bucket_start
 from runtime.models import MetricCounter, Run
+from runtime.observability.metrics import metrics_bucket_start
 from tests.browser.support import Story
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

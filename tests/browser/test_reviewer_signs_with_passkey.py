@@ -14,8 +14,8 @@ import copy
 import pytest
 
 from review.models import Passkey
-from runtime.bundles.verification import bundle_verify
 from runtime.bundles.export import bundle_export
+from runtime.bundles.verification import bundle_verify
 from runtime.core.passkey_evidence import b64url_decode, b64url_encode
 from runtime.models import ReviewCase, Run
 from tests.browser.support import Story, linear_history, receipt_conflict_run

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from runtime.adapters.factory import open_adapter
-from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
-from runtime.engine import run_advance, run_start
-from runtime.models import ReviewCase, Run
 from runtime.decisions.reviews import decision_prepare, decision_sign_for
+from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get, attachment_put
+from runtime.models import ReviewCase, Run
 from tests.factories import write_scripted_task
 
 STEPS = [

@@ -4,9 +4,9 @@ import pytest
 
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger
+from runtime.decisions.reviews import case_decide
 from runtime.engine import run_advance
 from runtime.models import ReviewCase
-from runtime.decisions.reviews import case_decide
 from tests.helpers.procs import KILLED, child_env, run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)

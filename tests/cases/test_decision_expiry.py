@@ -10,18 +10,18 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from runtime.checkpoints.approval_checks import evidence_findings
-from runtime.bundles.verification import bundle_verify
 from runtime.bundles.export import bundle_export, bundle_sign
+from runtime.bundles.verification import bundle_verify
+from runtime.checkpoints.approval_checks import evidence_findings
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import SignedDecision
 from runtime.core.evidence import decision_sign
 from runtime.core.signing import TrustRoot
 from runtime.database.clock import db_now
+from runtime.decisions.reviews import case_decide, decision_prepare, decision_refused_error
 from runtime.errors import DecisionExpiredError
 from runtime.keys import signer_for
 from runtime.models import TraceEvent
-from runtime.decisions.reviews import case_decide, decision_prepare, decision_refused_error
 from tests.helpers.procs import run_manage, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,10 +6,10 @@ from runtime.core.canonical import DigestKind, digest
 from runtime.core.checkpoint import DecisionKind
 from runtime.core.evidence import DECISION_BOUND_FIELDS, decision_sign
 from runtime.core.signing import TrustRoot
+from runtime.decisions.reviews import case_decide, decision_prepare
 from runtime.engine import run_advance
 from runtime.errors import ReviewCaseNotFoundError
 from runtime.models import TraceEvent
-from runtime.decisions.reviews import case_decide, decision_prepare
 from tests.cases.conftest import freeze_on_conflict
 from tests.factories import make_keyring
 

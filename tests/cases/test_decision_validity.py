@@ -11,8 +11,8 @@ import time_machine
 from runtime.core.evidence import decision_sign
 from runtime.core.signing import TrustRoot
 from runtime.database.clock import db_now
-from runtime.keys import signer_for
 from runtime.decisions.reviews import case_decide, decision_prepare
+from runtime.keys import signer_for
 from tests.helpers.procs import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,9 +10,9 @@ import pytest
 import runtime.decisions.reviews
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger
+from runtime.decisions.reviews import CP_BEFORE_DECISION_COMMIT, case_decide
 from runtime.errors import LeaseLostError, StaleGenerationError
 from runtime.models import IdempotencyRecord, Run
-from runtime.decisions.reviews import CP_BEFORE_DECISION_COMMIT, case_decide
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

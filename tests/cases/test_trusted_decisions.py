@@ -5,10 +5,10 @@ import pytest
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import ReviewCaseStatus
 from runtime.core.ledger import state_ledger
+from runtime.decisions.reviews import case_decide
 from runtime.engine import run_advance
 from runtime.errors import UnknownKeyError
 from runtime.models import IdempotencyRecord, ReviewCase, TraceEvent
-from runtime.decisions.reviews import case_decide
 from tests.helpers.keys import make_test_key
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.core.checkpoint import SignedDecision
-from runtime.models import IdempotencyRecord, TraceEvent
 from runtime.decisions.reviews import case_decide
+from runtime.models import IdempotencyRecord, TraceEvent
 from tests.evidence.support import run_forger, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)

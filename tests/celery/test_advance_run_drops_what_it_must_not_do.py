@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from runtime.engine import run_advance, run_start
-from runtime.ownership.leases import lease_acquire
 from runtime.models import HighWaterMark, Run, TraceEvent
+from runtime.ownership.leases import lease_acquire
 from runtime.workers.tasks import advance_run, advance_run_once, advance_runs, worker_id
 
 pytestmark = pytest.mark.django_db

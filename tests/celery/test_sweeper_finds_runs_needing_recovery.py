@@ -19,10 +19,10 @@ from django.db.models import ExpressionWrapper
 from django.db.models.functions import Now
 
 from runtime.checkpoints.protocol import run_create
+from runtime.evidence.trace import trace_append
 from runtime.models import Run
 from runtime.workers.sweeper import RecoveryCandidate, lease_expiry_next, runs_needing_recovery
 from runtime.workers.tasks import advance_run, advance_runs, sweep_expired_leases
-from runtime.evidence.trace import trace_append
 from tests.factories import make_state
 
 pytestmark = pytest.mark.django_db

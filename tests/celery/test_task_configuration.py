@@ -19,9 +19,9 @@ from django.conf import settings
 from kombu import Connection
 
 import runtime.project.settings as settings_module
+from runtime.errors import RatchetError
 from runtime.project.celery import BrokerPolling, app
 from runtime.workers.dispatch import run_enqueue
-from runtime.errors import RatchetError
 from runtime.workers.tasks import CONNECTION_ERRORS, advance_run, advance_runs, sweep_expired_leases
 from tests.helpers.procs import ROOT, child_env
 

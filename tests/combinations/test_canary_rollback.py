@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from runtime.engine import run_advance, run_start
+from runtime.errors import AdmissionClosedError, CombinationStateError
+from runtime.evidence.trace import trace_append
+from runtime.models import CombinationEvent
 from runtime.rollout.combinations import (
     combination_get,
     combination_of_run,
@@ -19,10 +23,6 @@ from runtime.rollout.combinations import (
     combination_regress_record,
 )
 from runtime.workers.dispatch import run_queue
-from runtime.engine import run_advance, run_start
-from runtime.errors import AdmissionClosedError, CombinationStateError
-from runtime.models import CombinationEvent
-from runtime.evidence.trace import trace_append
 from tests.engine.support import trace_events, write_scripted_task
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import runtime.regression.replay
-from runtime.rollout.combinations import combination_of_run, combination_register
 from runtime.engine import run_start
 from runtime.models import RegressRecord
+from runtime.rollout.combinations import combination_of_run, combination_register
 from tests.engine.support import write_scripted_task
 from tests.helpers.procs import run_manage
 

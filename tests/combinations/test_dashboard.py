@@ -17,9 +17,9 @@ from django.urls import reverse
 
 from runtime.bundles.export import bundle_export
 from runtime.checkpoints.protocol import checkpoint_verify
-from runtime.rollout.combinations import combination_get, combination_of_run, combination_register
 from runtime.engine import run_advance, run_start
 from runtime.models import CombinationEvent
+from runtime.rollout.combinations import combination_get, combination_of_run, combination_register
 from tests.engine.support import trace_events, write_scripted_task
 from tests.review.conftest import client_for, personas, roles
 

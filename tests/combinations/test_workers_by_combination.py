@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.rollout.combinations import combination_of_run, combination_queue, combination_register
 from runtime.engine import run_start
 from runtime.models import Run
+from runtime.rollout.combinations import combination_of_run, combination_queue, combination_register
 from tests.celery.conftest import broker, replay_task, source, workers
 from tests.celery.support import Worker, wait_for_phase
 from tests.helpers.procs import MANAGE

@@ -14,11 +14,11 @@ import time_machine
 import runtime.engine.execute as execute_module
 from runtime.adapters.deadline import adapter_takes_deadline
 from runtime.adapters.factory import open_adapter
-from runtime.decisions.approvals import approval_grant, approval_refresh, approvals_waiting
+from runtime.checkpoints.session import RunSession
 from runtime.core.checkpoint import StopReason
 from runtime.database.clock import db_now
+from runtime.decisions.approvals import approval_grant, approval_refresh, approvals_waiting
 from runtime.engine import run_advance, run_start
-from runtime.checkpoints.session import RunSession
 from tests.engine.legacy_plugin import LegacyWorkspace
 from tests.engine.support import trace_events
 from tests.factories import write_scripted_task

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.core.ledger import state_ledger
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get
 from runtime.models import Run
 from tests.engine.support import (
     SOURCE_COMMITS,

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from runtime.database.routers import hwm_alias
 from runtime.engine import run_advance, run_start
 from runtime.errors import BadSignatureError, RatchetError
 from runtime.models import Checkpoint, HighWaterMark, Run
-from runtime.database.routers import hwm_alias
 from tests.engine.support import trace_events
 from tests.factories import write_scripted_task
 

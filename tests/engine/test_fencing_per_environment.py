@@ -15,8 +15,8 @@ import pytest
 from runtime.adapters.fence import fence_read
 from runtime.decisions.approvals import approval_grant
 from runtime.engine import run_advance, run_start
-from runtime.ownership.leases import lease_acquire, lease_release
 from runtime.models import EnvironmentRegistration, MetricCounter, ReviewCase, Run
+from runtime.ownership.leases import lease_acquire, lease_release
 from tests.engine.support import restore, run_adapter, trace_events, workspace_journal
 
 pytestmark = pytest.mark.django_db(transaction=True)

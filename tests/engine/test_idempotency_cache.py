@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from runtime.checkpoints.receipts import key_quarantine, receipt_cache_get, receipt_cache_put
 from runtime.engine import run_start
 from runtime.errors import KeyQuarantinedError, ReceiptConflictError
 from runtime.models import IdempotencyRecord
-from runtime.checkpoints.receipts import key_quarantine, receipt_cache_get, receipt_cache_put
 from tests.core.builders import action, receipt_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,8 +17,8 @@ from django.db.models.functions import Now
 
 from runtime.engine import run_advance
 from runtime.errors import LeaseHeldError
-from runtime.ownership.leases import lease_acquire
 from runtime.models import ReviewCase, Run
+from runtime.ownership.leases import lease_acquire
 from tests.engine.slow_calls import pending_run, spawn_slow_worker, wait_for_the_call
 from tests.engine.support import journal_effects, run_target, trace_events
 from tests.helpers.procs import events

@@ -15,11 +15,11 @@ import pytest
 
 from runtime.checkpoints import transaction as commit_transaction
 from runtime.checkpoints.protocol import checkpoint_hwm
+from runtime.checkpoints.session import run_session, session_commit
 from runtime.core.checkpoint import Phase, StopReason
 from runtime.engine import run_advance, run_start
 from runtime.errors import HighWaterMarkMissingError, MarkPendingError
 from runtime.models import CombinationRun, Run
-from runtime.checkpoints.session import run_session, session_commit
 from tests.engine.support import write_scripted_task
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")

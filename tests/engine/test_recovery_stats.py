@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.engine import run_advance
 from runtime.checkpoints.receipts import receipt_cache_put
+from runtime.engine import run_advance
 from tests.engine.support import restore, run_adapter, run_target
 from tests.helpers.procs import run_killed_at, run_manage
 from tests.planners.gitrepo import git

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from runtime.engine import run_advance, run_start
-from runtime.ownership.leases import lease_acquire
 from runtime.models import Run, TraceEvent
+from runtime.ownership.leases import lease_acquire
 from tests.engine.support import write_scripted_task
 from tests.helpers.db_counts import db_counting
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.engine import run_advance
 from runtime.decisions.cancellation import run_request_cancel
+from runtime.engine import run_advance
 from runtime.models import ReviewCase
 from tests.engine.slow_calls import pending_run, spawn_slow_worker, wait_for_the_call
 from tests.engine.support import restore, run_target, trace_events, workspace_journal

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get
 from tests.engine.support import (
     keyed_commits,
     restore,

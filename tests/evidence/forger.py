@@ -26,15 +26,15 @@ import django  # noqa: E402
 
 django.setup()
 
-from runtime.decisions.approvals import approval_grant, approvals_waiting  # noqa: E402
+from runtime.checkpoints.session import run_session, session_commit  # noqa: E402
 from runtime.core.checkpoint import DecisionKind  # noqa: E402
 from runtime.core.evidence import approval_sign, decision_sign  # noqa: E402
 from runtime.core.signing import Keyring, SecretKey, TrustRoot, parse_keyring_spec  # noqa: E402
 from runtime.core.statemachine import Event, transition  # noqa: E402
+from runtime.decisions.approvals import approval_grant, approvals_waiting  # noqa: E402
+from runtime.decisions.reviews import decision_prepare, decision_sign_for  # noqa: E402
 from runtime.errors import RatchetError  # noqa: E402
 from runtime.keys import keyring_for, signer_for  # noqa: E402
-from runtime.decisions.reviews import decision_prepare, decision_sign_for  # noqa: E402
-from runtime.checkpoints.session import run_session, session_commit  # noqa: E402
 
 
 def emit(**fields: object) -> None:

@@ -9,14 +9,14 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from runtime.decisions.approvals import approval_grant
-from runtime.bundles.verification import bundle_verify
 from runtime.bundles.export import bundle_export, bundle_sign
+from runtime.bundles.verification import bundle_verify
 from runtime.core.signing import Keyring, SecretKey, TrustRoot, parse_keyring_spec
-from runtime.engine import run_advance
-from runtime.keys import signer_for
+from runtime.decisions.approvals import approval_grant
 from runtime.decisions.reviews import case_decide
+from runtime.engine import run_advance
 from runtime.evidence.trace import event_hash
+from runtime.keys import signer_for
 from tests.helpers.procs import child_env, run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)

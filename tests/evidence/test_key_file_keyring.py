@@ -9,15 +9,15 @@ import stat
 
 import pytest
 
-from runtime.decisions.approvals import approval_grant, approvals_waiting
-from runtime.bundles.verification import bundle_verify
 from runtime.bundles.export import bundle_export
+from runtime.bundles.verification import bundle_verify
 from runtime.core.signing import PublicKey, SecretKey, TrustRoot
+from runtime.decisions.approvals import approval_grant, approvals_waiting
+from runtime.decisions.reviews import case_decide, decision_sign_for
 from runtime.engine import run_advance, run_start
 from runtime.errors import KeyringError
 from runtime.keys import keyring_for, reviewer_key_load, signer_for
 from runtime.models import ReviewCase
-from runtime.decisions.reviews import case_decide, decision_sign_for
 from tests.cases.conftest import STEPS, freeze_on_conflict
 from tests.factories import write_scripted_task
 from tests.helpers.procs import child_env, run_manage

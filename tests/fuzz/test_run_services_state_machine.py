@@ -40,14 +40,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import runtime.workers.dispatch
-import runtime.ownership.leases
 import runtime.checkpoints.ledger
+import runtime.ownership.leases
+import runtime.workers.dispatch
 from runtime.adapters.factory import open_adapter
-from runtime.decisions.approvals import approval_grant, approvals_waiting
-from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_hwm, checkpoint_verify
 from runtime.core.checkpoint import Action, Phase, Risk
+from runtime.decisions.approvals import approval_grant, approvals_waiting
+from runtime.decisions.reviews import case_decide, decision_sign_for
 from runtime.engine import run_advance, run_start
 from runtime.errors import (
     AdapterError,
@@ -56,10 +56,10 @@ from runtime.errors import (
     RatchetError,
     StaleGenerationError,
 )
-from runtime.ownership.leases import Lease, lease_acquire
-from runtime.models import ReviewCase, Run, TraceEvent
-from runtime.decisions.reviews import case_decide, decision_sign_for
+from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.evidence.trace import trace_head_forget, trace_verify
+from runtime.models import ReviewCase, Run, TraceEvent
+from runtime.ownership.leases import Lease, lease_acquire
 from tests.factories import write_scripted_task
 from tests.fuzz.profiles import _COMMON
 

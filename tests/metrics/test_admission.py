@@ -16,11 +16,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from runtime.rollout.admission import admission_decision_verify, admission_reopen, admission_state
 from runtime.engine import run_advance, run_start
 from runtime.errors import AdmissionClosedError
-from runtime.models import AdmissionDecision, Run
 from runtime.evidence.trace import trace_append
+from runtime.models import AdmissionDecision, Run
+from runtime.rollout.admission import admission_decision_verify, admission_reopen, admission_state
 from tests.engine.support import run_target, write_scripted_task
 from tests.helpers.procs import run_killed_at, run_manage
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
 from runtime.errors import PluginConstructionError, PluginVersionMismatchError
+from runtime.evidence.attachments import attachment_get
 from runtime.models import ReviewCase, Run
 from tests.engine.support import restore
 from tests.plugins.support import notes_task, require_example_package, store

@@ -11,6 +11,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from runtime.checkpoints.ledger import ledger_rows_add
 from runtime.core.checkpoint import (
     Action,
     ExecutedWrite,
@@ -24,9 +25,8 @@ from runtime.core.checkpoint import (
 from runtime.core.envelope import envelope_digest, seal
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import Keyring
-from runtime.checkpoints.ledger import ledger_rows_add
-from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
 from runtime.evidence.trace import event_hash, genesis_hash
+from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
 from tests.factories import make_state
 
 BASE_TIME = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -191,8 +191,8 @@ def build_waiting_run(keyring: Keyring, *, run_id: str, events: int = 3,
                       diff: bytes = b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n") -> Run:
     """A run in ``awaiting_approval`` before a high-risk write, with its ``intent.proposed``
     event naming a stored dry-run diff (as the engine records it)."""
-    from runtime.evidence.attachments import attachment_put
     from runtime.core.checkpoint import StopReason
+    from runtime.evidence.attachments import attachment_put
 
     state = pending_state(make_state(run_id=run_id))
     state.phase = Phase.AWAITING_APPROVAL

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.adapters.factory import open_adapter
-from runtime.decisions.approvals import approval_grant, approvals_waiting
-from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
+from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.models import ReviewCase, Run, TraceEvent
 from tests.factories import write_scripted_task
 

@@ -13,20 +13,20 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, get_resolver, reverse
 
-import runtime.rollout.admission
-import runtime.rollout.admission_thresholds
 import runtime.decisions.approvals
-import runtime.rollout.combinations
 import runtime.decisions.cancellation
 import runtime.decisions.reviews
+import runtime.rollout.admission
+import runtime.rollout.admission_thresholds
+import runtime.rollout.combinations
 from review.forms import binding_token
 from review.permissions import Perm
-from runtime.decisions.approvals import ApprovalOutcome
-from runtime.evidence.attachments import attachment_put
 from runtime.core.evidence import DECISION_BOUND_FIELDS
+from runtime.decisions.approvals import ApprovalOutcome
+from runtime.decisions.reviews import DecisionOutcome
+from runtime.evidence.attachments import attachment_put
 from runtime.gateway.tokens import token_issue
 from runtime.models import GatewayToken, ReviewCase
-from runtime.decisions.reviews import DecisionOutcome
 from tests.factories import make_state
 from tests.review.conftest import PASSWORD, PERSONAS
 from tests.review.rows import build_run

@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from review.queries.conflict_evidence import MAX_CONTENT_BYTES, conflict_evidence
 from runtime.adapters.git.adapter import GitAdapter
-from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.core.checkpoint import Action
+from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.models import ReviewCase, Run
 from tests.review.stories import conflict_run
 

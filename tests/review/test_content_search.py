@@ -15,9 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from review.scope import scope_set
-from runtime.models import RunSearchTerm
 from runtime.evidence.search_terms import search_terms_record
 from runtime.evidence.trace import trace_append
+from runtime.models import RunSearchTerm
 from tests.review.rows import build_run
 from tests.review.stories import completed_run
 

@@ -16,8 +16,8 @@ import os
 import pytest
 from django.urls import reverse
 
-from runtime.bundles.verification import BundleTrust, bundle_trust, bundle_verify
 from runtime.bundles.export import bundle_export, bundle_sign
+from runtime.bundles.verification import BundleTrust, bundle_trust, bundle_verify
 from runtime.core.signing import Keyring, PublicKey, SecretKey, TrustRoot
 from runtime.errors import BundleExportError, KeyringError, WrongTrustRootError
 from runtime.keys import signer_for

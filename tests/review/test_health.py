@@ -15,9 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from review.queries.health import counter_series, health_summary, histogram_quantile
+from runtime.models import CaseStatus, MetricCounter, Phase, ReviewCase, TraceEvent
 from runtime.observability.metrics import metrics_bucket_start, metrics_events_count
 from runtime.observability.rules import duration_bucket
-from runtime.models import CaseStatus, MetricCounter, Phase, ReviewCase, TraceEvent
 from runtime.observability.stats import recovery_stats
 from tests.review.rows import add_events, build_run
 

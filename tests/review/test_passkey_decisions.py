@@ -15,9 +15,9 @@ from runtime.core.checkpoint import SignedDecision
 from runtime.core.evidence import decision_sign
 from runtime.core.passkey_evidence import b64url_decode, decision_challenge
 from runtime.core.signing import TrustRoot
+from runtime.decisions.reviews import case_decide, decision_prepare
 from runtime.keys import signer_for
 from runtime.models import ReviewCase
-from runtime.decisions.reviews import case_decide, decision_prepare
 from tests.core.test_passkey_evidence import SoftAuthenticator
 from tests.review.conftest import PASSWORD
 from tests.review.stories import conflict_run, events, hidden, messages, phase

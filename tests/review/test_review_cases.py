@@ -9,8 +9,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from runtime.models import ReviewCase
 from runtime.decisions.reviews import decision_prepare
+from runtime.models import ReviewCase
 from tests.review.stories import conflict_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,11 +15,11 @@ from django.contrib.auth.models import Group, Permission
 from django.urls import reverse
 
 from review.scope import scope_set
-from runtime.rollout.admission import admission_check, admission_decision_verify, admission_state
 from runtime.bundles.export import bundle_export
 from runtime.errors import AdmissionClosedError
-from runtime.models import AdmissionClosing, AdmissionDecision, AdmissionThreshold, AdmissionThresholdChange
 from runtime.evidence.trace import trace_append
+from runtime.models import AdmissionClosing, AdmissionDecision, AdmissionThreshold, AdmissionThresholdChange
+from runtime.rollout.admission import admission_check, admission_decision_verify, admission_state
 from tests.factories import make_state
 from tests.review.rows import add_events, build_run, pending_state
 

@@ -8,9 +8,9 @@ import re
 import pytest
 from django.urls import reverse
 
-from runtime.evidence.attachments import attachment_put
 from runtime.core.canonical import digest_bytes
 from runtime.core.envelope import envelope_digest, seal
+from runtime.evidence.attachments import attachment_put
 from runtime.models import Checkpoint, HighWaterMark, Phase, TraceEvent
 from tests.factories import make_state
 from tests.review.rows import build_run, pending_state

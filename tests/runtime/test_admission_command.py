@@ -15,8 +15,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runtime.models import AdmissionDecision
 from runtime.evidence.trace import trace_append
+from runtime.models import AdmissionDecision
 from tests.helpers.procs import run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,9 +10,9 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from runtime.evidence.attachments import attachment_get, attachment_put, storage_name
 from runtime.core.canonical import digest_bytes
 from runtime.errors import AttachmentError
+from runtime.evidence.attachments import attachment_get, attachment_put, storage_name
 from runtime.models import Attachment
 
 pytestmark = pytest.mark.django_db

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from review.queries.cases import case_get
+from runtime.decisions.reviews import decision_prepare
 from runtime.engine import run_advance, run_start
 from runtime.errors import RunSpecMissingError
 from runtime.models import ReviewCase, Run
-from runtime.decisions.reviews import decision_prepare
 from tests.engine.support import run_target, write_scripted_task
 
 pytestmark = pytest.mark.django_db(transaction=True)

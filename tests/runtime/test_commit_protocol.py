@@ -29,8 +29,8 @@ from runtime.errors import (
     StaleGenerationError,
 )
 from runtime.keys import keyring_for
-from runtime.ownership.leases import lease_acquire
 from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
+from runtime.ownership.leases import lease_acquire
 from tests.factories import make_state, scenario_fingerprint
 from tests.runtime.conftest import advance
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.database.routers import hwm_alias
 from runtime.database.statements import compiled_update
 from runtime.models import HighWaterMark
-from runtime.database.routers import hwm_alias
 
 pytestmark = pytest.mark.django_db
 

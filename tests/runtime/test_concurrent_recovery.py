@@ -15,8 +15,8 @@ import pytest
 
 from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_hwm, checkpoint_restore
 from runtime.errors import LeaseHeldError
-from runtime.ownership.leases import lease_acquire
 from runtime.models import Checkpoint
+from runtime.ownership.leases import lease_acquire
 from tests.factories import scenario_fingerprint
 from tests.helpers.procs import finish, spawn_worker, wait_for
 from tests.runtime.conftest import advance

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.ownership.leases import lease_acquire, lease_release
 from runtime.models import EnvironmentRegistration, Run
+from runtime.ownership.leases import lease_acquire, lease_release
 from tests.helpers.procs import ROOT, child_env, events
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,8 +13,8 @@ import pytest
 import time_machine
 
 from runtime.errors import LeaseHeldError, LeaseLostError, RunNotFoundError
-from runtime.ownership.leases import Lease, lease_acquire, lease_check, lease_release, lease_renew
 from runtime.models import Run, TraceEvent
+from runtime.ownership.leases import Lease, lease_acquire, lease_check, lease_release, lease_renew
 
 pytestmark = pytest.mark.django_db
 

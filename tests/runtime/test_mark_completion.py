@@ -15,9 +15,12 @@ from dataclasses import replace
 import pytest
 
 from runtime.checkpoints import transaction as commit_transaction
+from runtime.checkpoints.high_water_marks import hwm_advance
+from runtime.checkpoints.mark_completion import hwm_committed
 from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_hwm, checkpoint_restore
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import Phase, StopReason
+from runtime.database.routers import hwm_alias
 from runtime.errors import (
     BadSignatureError,
     CheckpointCorruptError,
@@ -26,11 +29,8 @@ from runtime.errors import (
     HighWaterMarkMissingError,
     MarkPendingError,
 )
-from runtime.checkpoints.high_water_marks import hwm_advance
-from runtime.ownership.leases import lease_acquire
-from runtime.checkpoints.mark_completion import hwm_committed
 from runtime.models import Checkpoint, HighWaterMark, Run
-from runtime.database.routers import hwm_alias
+from runtime.ownership.leases import lease_acquire
 from tests.factories import scenario_fingerprint
 from tests.runtime.conftest import advance
 

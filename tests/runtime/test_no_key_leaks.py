@@ -20,15 +20,15 @@ from django.core.management import call_command
 from django.db import connection
 
 from runtime.checkpoints.checks import checkpoint_restore_offered
-from runtime.checkpoints.reports import checkpoint_inspect
 from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_restore
+from runtime.checkpoints.reports import checkpoint_inspect
 from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import Phase
 from runtime.core.signing import TrustRoot
 from runtime.errors import RatchetError
 from runtime.keys import keyring_for
-from runtime.ownership.leases import lease_acquire
 from runtime.models import Checkpoint, HighWaterMark, Run, TraceEvent
+from runtime.ownership.leases import lease_acquire
 from tests.factories import scenario_fingerprint
 from tests.helpers.keys import make_test_key
 from tests.helpers.procs import run_manage, run_worker

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from runtime.engine import run_start
-from runtime.ownership.leases import lease_acquire
 from runtime.models import Run, TraceEvent
+from runtime.ownership.leases import lease_acquire
 from tests.factories import write_scripted_task
 from tests.helpers.procs import child_env, run_manage
 

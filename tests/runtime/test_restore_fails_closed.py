@@ -17,6 +17,7 @@ from runtime.checkpoints.protocol import checkpoint_commit, checkpoint_restore
 from runtime.core.canonical import canonical_json, digest_bytes
 from runtime.core.checkpoint import VersionSet
 from runtime.core.signing import TrustRoot
+from runtime.database.routers import hwm_alias
 from runtime.errors import (
     BadSignatureError,
     CheckpointCorruptError,
@@ -31,7 +32,6 @@ from runtime.errors import (
 )
 from runtime.keys import keyring_for
 from runtime.models import Checkpoint, HighWaterMark
-from runtime.database.routers import hwm_alias
 from tests.factories import scenario_fingerprint
 from tests.helpers.keys import make_test_key
 from tests.helpers.procs import child_env, run_worker

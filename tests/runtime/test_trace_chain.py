@@ -10,8 +10,8 @@ import pytest
 
 from runtime.checkpoints.protocol import checkpoint_commit
 from runtime.errors import CanonicalizationError, RunNotFoundError, TraceChainError
-from runtime.models import AppendOnlyError, Run, TraceEvent
 from runtime.evidence.trace import event_hash, genesis_hash, trace_append, trace_verify
+from runtime.models import AppendOnlyError, Run, TraceEvent
 from tests.runtime.conftest import advance
 
 pytestmark = pytest.mark.django_db

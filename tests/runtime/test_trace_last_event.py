@@ -18,9 +18,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runtime.core.signing import TrustRoot
+from runtime.evidence.trace import event_hash, trace_append, trace_verify
 from runtime.keys import keyring_for
 from runtime.models import TraceEvent
-from runtime.evidence.trace import event_hash, trace_append, trace_verify
 from tests.review.rows import build_run
 
 pytestmark = pytest.mark.django_db

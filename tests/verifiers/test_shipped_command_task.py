@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get
 from runtime.taskspec.loading import SHIPPED_TASKS_DIR
 from tests.engine.support import trace_events
 

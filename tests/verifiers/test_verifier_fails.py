@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get
 from runtime.models import Attachment
 from tests.engine.support import restore, trace_events, trace_types
 from tests.verifiers.support import CHECK_ANSWER, python, write_command_task

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get
 from runtime.models import ReviewCase
 from tests.engine.support import restore, trace_events
 from tests.verifiers.support import python, write_command_task

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get
 from tests.engine.support import restore, trace_events
 from tests.verifiers.support import CHECK_ANSWER, python, write_command_task
 

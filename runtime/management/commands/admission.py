@@ -14,8 +14,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.rollout.admission import admission_reopen, admission_scopes, admission_state
 from runtime.errors import AdmissionScopeUnknownError, RatchetError
+from runtime.rollout.admission import admission_reopen, admission_scopes, admission_state
 
 
 class Command(BaseCommand):

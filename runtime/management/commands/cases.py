@@ -14,10 +14,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.core.checkpoint import SignedDecision
+from runtime.decisions.reviews import case_decide, decision_prepare, decision_refused_error, decision_sign_for
 from runtime.errors import RatchetError
 from runtime.keys import reviewer_key_load
 from runtime.models import ReviewCase
-from runtime.decisions.reviews import case_decide, decision_prepare, decision_refused_error, decision_sign_for
 
 
 class Command(BaseCommand):

@@ -19,8 +19,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.checkpoints.approval_checks import evidence_findings
-from runtime.checkpoints.reports import CheckpointReport, checkpoint_inspect
 from runtime.checkpoints.protocol import checkpoint_hwm, checkpoint_verify
+from runtime.checkpoints.reports import CheckpointReport, checkpoint_inspect
 from runtime.errors import RatchetError
 from runtime.management.cli_numbers import count
 

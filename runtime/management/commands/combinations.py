@@ -13,6 +13,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from runtime.errors import RatchetError
+from runtime.models import Combination
 from runtime.rollout.combinations import (
     combination_fields_of_spec,
     combination_get,
@@ -22,8 +24,6 @@ from runtime.rollout.combinations import (
     combination_register,
     combination_rollback,
 )
-from runtime.errors import RatchetError
-from runtime.models import Combination
 
 
 class Command(BaseCommand):

@@ -14,8 +14,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.errors import RatchetError
 from runtime.bundles.export import bundle_export
+from runtime.errors import RatchetError
 from runtime.management.document_output import document_write
 
 

@@ -2,8 +2,9 @@
 
 Streamable HTTP on ``127.0.0.1:8765/mcp`` by default (uvicorn; DNS-rebinding protection on for
 every address: off loopback the host names come from ``RATCHET_GATEWAY_ALLOWED_HOSTS``, and plain
-HTTP there is announced as a warning; ``runtime.gateway.binding``), or ``--stdio`` for a client that starts the server itself (the token then comes from
-``RATCHET_GATEWAY_TOKEN``). The JSON API is served by the web server under ``/api/v1/``.
+HTTP there is announced as a warning; ``runtime.gateway.binding``), or ``--stdio`` for a client that
+starts the server itself (the token then comes from ``RATCHET_GATEWAY_TOKEN``). The JSON API is
+served by the web server under ``/api/v1/``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.models import Run, TraceEvent
 from runtime.evidence.trace import trace_verify
+from runtime.models import Run, TraceEvent
 
 
 class Command(BaseCommand):

@@ -19,8 +19,8 @@ from django.apps import apps
 from django.db import connection
 
 from runtime.decisions.approvals import approval_grant
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get
 from runtime.models import Attachment
 from tests.adapters.http.support import CUSTOMER_EMAIL, OrdersService
 from tests.engine.http.support import order_steps, run_keys, write_orders_task

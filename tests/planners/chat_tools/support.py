@@ -9,8 +9,8 @@ from typing import Any
 
 from runtime.adapters.base import Observation
 from runtime.planners.base import PlannerContext
-from runtime.planners.chat_tools.planner import ChatToolsPlanner
 from runtime.planners.chat_tools.options import ChatToolsOptions
+from runtime.planners.chat_tools.planner import ChatToolsPlanner
 
 TASK = "Write hello.txt with 'hello' and notes/todo.md with '- ship', then finish."
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.evidence.attachments import attachment_get
 from runtime.engine import run_advance, run_start
+from runtime.evidence.attachments import attachment_get
 from runtime.evidence.trace import trace_verify
 from tests.engine.support import journal_effects, restore, run_target, trace_events, trace_types, workspace_files
 from tests.planners.chat_tools.support import FILES, HAPPY_STEPS, write, write_chat_task

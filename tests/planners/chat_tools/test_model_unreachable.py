@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.decisions.reviews import case_decide, decision_sign_for
 from runtime.demo.fake_model import fake_model_start
 from runtime.engine import run_advance, run_start
 from runtime.models import ReviewCase
-from runtime.decisions.reviews import case_decide, decision_sign_for
 from tests.engine.support import restore, run_target, trace_events, workspace_files
 from tests.planners.chat_tools.support import FILES, HAPPY_STEPS, write_chat_task
 
