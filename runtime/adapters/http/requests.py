@@ -101,6 +101,19 @@ def _split_target(target: str, base_url: str) -> tuple[str, str, str]:
     return parts.scheme, parts.netloc.lower(), parts.path or "/"
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def service_of(scheme: str, netloc: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of a URL's service, the port made explicit (80 / 443)."""
+    parts = urlsplit(f"{scheme}://{netloc}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or DEFAULT_PORTS.get(scheme, 0)
+
+
 def host_allowed(netloc: str, allowed: list[str]) -> bool:
     """``host:port`` is allowed when it, or its bare host, is listed."""
     host = netloc.rsplit(":", 1)[0] if not netloc.endswith("]") else netloc
@@ -176,6 +189,14 @@ def request_prepare(action: Action, *, options: HttpAdapterOptions, base_url: st
     scheme, netloc, path = _split_target(action.target, base_url)
     if not host_allowed(netloc, options.allowed_hosts):
         raise _refuse("host not in the adapter's allowed_hosts", host=netloc[:200])
+    base = urlsplit(base_url)
+    if service_of(scheme, netloc) != service_of(base.scheme, base.netloc):
+        # The bearer credential, the receipts and the lookups by key all belong to the base URL's
+        # service: a write anywhere else would carry the credential to another listener (another
+        # scheme or port of a listed host) and could never be reconciled by key after a crash.
+        raise _refuse("an action may name only the service of the adapter's base URL (its scheme, host "
+                      "and port): the credential and the receipts belong to it", host=netloc[:200],
+                      scheme=scheme)
     if not any(path_matches(t, path) for t in options.allowed_paths):
         raise _refuse("path fits none of the adapter's allowed_paths templates", path=path[:200])
     raw_body = action.params.get("body")
