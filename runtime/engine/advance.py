@@ -25,12 +25,23 @@ from runtime.engine.execute import pending_execute
 from runtime.engine.freeze import run_freeze
 from runtime.engine.propose import write_propose
 from runtime.engine.recover import environment_recover, waiting_reconcile
-from runtime.errors import AdapterError, EngineError, LeaseLostError, RunNotFoundError
+from runtime.errors import (
+    AdapterError,
+    CheckpointError,
+    EngineError,
+    LeaseLostError,
+    RatchetError,
+    RunNotFoundError,
+    SigningError,
+)
 from runtime.evidence.trace import trace_append
 from runtime.models import Run
 from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
 
 logger = logging.getLogger(__name__)
+
+RESTORE_REFUSED = "restore.refused"
+"""Traced when a restore fails closed outside a recovery: the run needs a person."""
 
 
 @dataclass
@@ -103,10 +114,19 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         # The release comes first: ``recovery.failed`` must stay the run's newest event, which
         # keeps the sweeper from re-queueing a run whose restore failed closed (runtime/workers/sweeper.py).
         _lease_give_back(lease)
+        payload = {"error": type(exc).__name__, "message": str(exc)[:500],
+                   "duration_seconds": round(time.monotonic() - started, 6)}
         if recovering:
-            trace_append(run_id=run_id, event_type="recovery.failed",
-                         payload={"error": type(exc).__name__, "message": str(exc)[:500],
-                                  "duration_seconds": round(time.monotonic() - started, 6)})
+            trace_append(run_id=run_id, event_type="recovery.failed", payload=payload)
+        elif isinstance(exc, CheckpointError | SigningError):
+            # A restore that fails closed when nobody crashed is no failed recovery (the metrics
+            # do not count it), but it needs a person just the same: traced after the lease went
+            # back, it is the run's newest event, so the sweeper stops re-queueing the run
+            # (runtime/workers/sweeper.py); only a person's resume tries again.
+            try:
+                trace_append(run_id=run_id, event_type=RESTORE_REFUSED, payload=payload)
+            except (RatchetError, DatabaseError) as trace_exc:  # never hide the refusal itself
+                logger.warning("run %s: restore.refused not traced: %s", run_id, type(trace_exc).__name__)
         raise
     if recovering:
         trace_append(run_id=run_id, event_type="recovery.succeeded",

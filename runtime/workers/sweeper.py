@@ -13,7 +13,8 @@ being enqueued. The database then shows one of two things, and the sweeper looks
   merely between two tasks; a duplicate would be harmless (see ``runtime.workers.tasks``), only wasted.
 
 Frozen phases (``awaiting_approval``, ``needs_review``) wait for a human and terminal phases are
-done: never swept. Nor is a run whose newest trace event is ``recovery.failed``: its restore
+done: never swept. Nor is a run whose newest trace event is ``recovery.failed`` or
+``restore.refused`` (the same outside a recovery): its restore
 failed closed (tampered or unmigratable checkpoint, missing high-water mark) and retrying every
 sweep would change nothing; an operator fixes it and runs ``manage.py resume``, whose first
 event clears the mark. The same goes for a run recovered ``max_recoveries`` times at one
@@ -95,7 +96,8 @@ def runs_needing_recovery(*, idle_seconds: float = 0.0, limit: int | None = None
     )
     idle = Q(owner_worker="") & Q(updated_at__lte=idle_before)
     failed_closed = Exists(TraceEvent.objects.filter(
-        run_id=OuterRef("run_id"), seq=OuterRef("trace_seq"), event_type="recovery.failed"))
+        run_id=OuterRef("run_id"), seq=OuterRef("trace_seq"),
+        event_type__in=("recovery.failed", "restore.refused")))
     rows = (Run.objects.filter(expired | idle, phase__in=LIVE_PHASES)
             .exclude(failed_closed)
             .order_by("updated_at", "run_id")
