@@ -57,6 +57,7 @@ from runtime.checkpoints.checks import (
 from runtime.checkpoints.high_water_marks import HighWaterMarkInfo, hwm_create
 from runtime.checkpoints.ledger import LedgerRows, ledger_committed, ledger_failure_freeze, ledger_verify
 from runtime.checkpoints.mark_completion import hwm_committed
+from runtime.checkpoints.scenario import stored_scenario
 from runtime.checkpoints.transaction import AFTER_COMMIT, CommitPlan, commit_plan_apply
 from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import LedgerHead, RunState, VersionSet
@@ -69,7 +70,9 @@ from runtime.errors import (
     IdentityMismatchError,
     LedgerChainError,
     MarkPendingError,
+    RatchetError,
     RunExistsError,
+    ScenarioMismatchError,
 )
 from runtime.evidence.trace import trace_events_check
 from runtime.keys import keyring_for
@@ -365,12 +368,21 @@ def _ledger_attach(restored: Restored, *, full: bool) -> None:
 def checkpoint_verify(*, run_id: str) -> Restored:
     """Verify the committed checkpoint without knowing the caller's scenario (for the CLI).
 
-    Checks the MAC, schema, invariants, HWM generation and digest, identity, that the scenario
-    fingerprint matches the one recorded on the run row, and the whole receipts ledger.
+    Checks the MAC, schema, invariants, HWM generation and digest, identity, the whole receipts
+    ledger, and that the scenario fingerprint recomputed from the spec stored with the run is
+    the one the checkpoint and the run row record (a stored spec edited afterwards fails).
 
     Raises:
-        as :func:`checkpoint_restore`.
+        as :func:`checkpoint_restore`; ScenarioMismatchError also when the stored spec no longer
+        gives the run row's fingerprint, or cannot be read at all.
     """
     run = run_load(run_id=run_id)
-    return checkpoint_restore(run_id=run_id, scenario_fingerprint=run.scenario_fingerprint,
-                              full_ledger=True)
+    try:
+        _spec, scenario = stored_scenario(stored=run.spec or {})
+    except (KeyError, TypeError, ValueError, RatchetError) as exc:
+        raise ScenarioMismatchError(f"the spec stored with the run cannot be read ({type(exc).__name__}): "
+                                    "its scenario cannot be checked", run_id=run_id) from None
+    if scenario != run.scenario_fingerprint:
+        raise ScenarioMismatchError("the spec stored with the run no longer gives the scenario the run "
+                                    "was created for (the stored spec was edited)", run_id=run_id)
+    return checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario, full_ledger=True)

@@ -31,6 +31,7 @@ from runtime.adapters.factory import open_adapter
 from runtime.checkpoints.approval_checks import evidence_verify
 from runtime.checkpoints.cases import case_sync
 from runtime.checkpoints.protocol import CommitResult, checkpoint_commit, checkpoint_restore
+from runtime.checkpoints.scenario import stored_scenario
 from runtime.core.checkpoint import TERMINAL_PHASES, EnvironmentRef, RunState, VersionSet
 from runtime.errors import MarkPendingError, RunSpecMissingError
 from runtime.evidence.attachments import attachment_get, attachment_put
@@ -40,7 +41,7 @@ from runtime.ownership.heartbeats import LeaseHeartbeat
 from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release
 from runtime.planners.base import Planner
 from runtime.planners.factory import build_planner
-from runtime.taskspec import TaskSpec, scenario_fingerprint
+from runtime.taskspec import TaskSpec
 from runtime.taskspec.plugin_pins import plugin_pins_check
 
 
@@ -113,16 +114,6 @@ class RunSession:
         return self.state.identity.run_id
 
 
-@dataclass(frozen=True)
-class _InitialObservation:
-    """The initial observation as stored with the run, for recomputing the scenario fingerprint."""
-
-    instance_id: str
-    version: str
-    state_fingerprint: str
-    kind: str
-
-
 def session_open(*, run_id: str, worker: str, lease: Lease, ttl: float) -> RunSession:
     """Restore the newest checkpoint of ``run_id`` under ``lease`` (already acquired).
 
@@ -138,7 +129,7 @@ def session_open(*, run_id: str, worker: str, lease: Lease, ttl: float) -> RunSe
     """
     run = Run.objects.get(run_id=run_id)
     stored = run.spec or {}
-    spec = TaskSpec.from_json(stored["task"])
+    spec, scenario = stored_scenario(stored=stored)
     base_dir = Path(stored["base_dir"])
     target = Path(stored["target"])
     initial = stored["initial"]
@@ -149,7 +140,6 @@ def session_open(*, run_id: str, worker: str, lease: Lease, ttl: float) -> RunSe
     # every look-up by key raises the adapter's fence to this lease's token first (section 4.6).
     adapter = adapter_bind(adapter, instance_id=run.environment_instance_id, kind=str(initial.get("kind", "")),
                            target=target, fencing_token=lease.lease_version)
-    scenario = scenario_fingerprint(spec, _InitialObservation(**initial))
     restored = checkpoint_restore(
         run_id=run_id,
         scenario_fingerprint=scenario,

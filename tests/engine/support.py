@@ -20,7 +20,7 @@ from runtime.adapters.base import Adapter
 from runtime.adapters.factory import open_adapter
 from runtime.checkpoints.checks import Restored
 from runtime.checkpoints.protocol import checkpoint_restore
-from runtime.checkpoints.session import _InitialObservation
+from runtime.checkpoints.scenario import InitialObservation
 from runtime.core.checkpoint import Action, Receipt, VersionSet
 from runtime.evidence.attachments import attachment_get
 from runtime.models import Run, TraceEvent
@@ -176,7 +176,7 @@ def restore(run_id: str) -> Restored:
     """The run's committed checkpoint, restored exactly as the engine restores it."""
     run = Run.objects.get(run_id=run_id)
     spec = TaskSpec.from_json(run.spec["task"])
-    scenario = scenario_fingerprint(spec, _InitialObservation(**run.spec["initial"]))
+    scenario = scenario_fingerprint(spec, InitialObservation(**run.spec["initial"]))
     return checkpoint_restore(run_id=run_id, scenario_fingerprint=scenario,
                               versions=VersionSet(**spec.versions.model_dump()))
 
