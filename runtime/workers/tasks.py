@@ -1,4 +1,4 @@
-"""Celery tasks: drive runs a few steps at a time, and re-queue runs whose worker died.
+"""Celery tasks: drive each run for a time slice under one lease, and re-queue runs whose worker died.
 
 ``ratchet.advance_run(run_id, generation=None)`` drives one run (``runtime.engine.run_advance``)
 under one lease and one restored session for as long as it has steps to do, and hands it back
