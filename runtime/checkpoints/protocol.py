@@ -377,8 +377,14 @@ def checkpoint_verify(*, run_id: str) -> Restored:
         gives the run row's fingerprint, or cannot be read at all.
     """
     run = run_load(run_id=run_id)
+    if not run.spec:
+        # A row that never stored a spec (written by hand or by an old import): there is nothing
+        # to recompute from, and nothing can resume it; the checkpoint is checked against the
+        # row's fingerprint as before.
+        return checkpoint_restore(run_id=run_id, scenario_fingerprint=run.scenario_fingerprint,
+                                  full_ledger=True)
     try:
-        _spec, scenario = stored_scenario(stored=run.spec or {})
+        _spec, scenario = stored_scenario(stored=run.spec)
     except (KeyError, TypeError, ValueError, RatchetError) as exc:
         raise ScenarioMismatchError(f"the spec stored with the run cannot be read ({type(exc).__name__}): "
                                     "its scenario cannot be checked", run_id=run_id) from None
