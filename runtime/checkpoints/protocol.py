@@ -377,10 +377,10 @@ def checkpoint_verify(*, run_id: str) -> Restored:
         gives the run row's fingerprint, or cannot be read at all.
     """
     run = run_load(run_id=run_id)
-    if not run.spec:
-        # A row that never stored a spec (written by hand or by an old import): there is nothing
-        # to recompute from, and nothing can resume it; the checkpoint is checked against the
-        # row's fingerprint as before.
+    if not (run.spec and "task" in run.spec and "initial" in run.spec):
+        # A row without a stored spec (written by hand or by another tool): there is nothing to
+        # recompute from, nothing can resume it, and what opens its adapter says which part is
+        # missing (RunSpecMissingError); the checkpoint is checked against the row's fingerprint.
         return checkpoint_restore(run_id=run_id, scenario_fingerprint=run.scenario_fingerprint,
                                   full_ledger=True)
     try:
