@@ -8,6 +8,8 @@ was created then no longer matches what the checkpoints were signed for, and the
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,5 +33,13 @@ def stored_scenario(*, stored: dict[str, Any]) -> tuple[TaskSpec, str]:
         TaskSpecError / PluginError: the stored spec no longer validates or loads.
         KeyError / TypeError: the stored copy lacks its parts (a row edited outside Ratchet).
     """
+    return _parsed(json.dumps({"task": stored["task"], "initial": stored["initial"]}, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> tuple[TaskSpec, str]:
+    # A run's stored spec never changes, and every restore, `checkpoint verify` and gateway read
+    # recomputes from it: parse and digest each distinct spec once per process, keyed by content.
+    stored = json.loads(text)
     spec = TaskSpec.from_json(stored["task"])
     return spec, scenario_fingerprint(spec, InitialObservation(**stored["initial"]))

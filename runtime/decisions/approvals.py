@@ -91,11 +91,13 @@ def _waiting_session(*, run_id: str, approver: str, action: str
         raise
 
 
-def _refusal_trace(*, run_id: str, approver: str, action: str, reason: str) -> None:
-    # Outside the lease: an append moves the trace head, which a holder's next commit re-reads
-    # (runtime.checkpoints.transaction, the fence's slow path), so it disturbs nobody.
+def _refusal_trace(*, run_id: str, approver: str, action: str, reason: str, **details: Any) -> None:
+    """Trace ``approval.refused``: who, what they tried, why, and what the check saw (``details``).
+
+    Also called outside the lease: an append moves the trace head, which a holder's next commit
+    re-reads (runtime.checkpoints.transaction, the fence's slow path), so it disturbs nobody."""
     trace_append(run_id=run_id, event_type="approval.refused",
-                 payload={"approver": approver, "action": action, "reason": reason})
+                 payload={"approver": approver, "action": action, "reason": reason, **details})
 
 
 def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
@@ -147,10 +149,10 @@ def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str,
     obs = ctx.adapter.observe()
 
     def refuse(reason: str) -> ApprovalRefusedError:
-        trace_append(run_id=ctx.run_id, event_type="approval.refused",
-                     payload={"approver": approver, "reason": reason, "seen_fingerprint": seen,
-                              "observed": {"instance_id": obs.instance_id, "version": obs.version,
-                                           "state_fingerprint": obs.state_fingerprint}})
+        _refusal_trace(run_id=ctx.run_id, approver=approver, action="refresh" if refresh_only else "approve",
+                       reason=reason, seen_fingerprint=seen,
+                       observed={"instance_id": obs.instance_id, "version": obs.version,
+                                 "state_fingerprint": obs.state_fingerprint})
         return ApprovalRefusedError(reason, run_id=ctx.run_id)
 
     if refresh_only and old is None:

@@ -17,6 +17,7 @@ import pytest
 from runtime.adapters.http.requests import service_of
 from runtime.errors import HttpRequestNotAllowedError
 from tests.adapters.http.support import ACCOUNT, OrdersService, no_blobs, order
+from tests.helpers.listener import connections, loopback_listener
 
 PATH = f"/v1/accounts/{ACCOUNT}/orders"
 
@@ -24,25 +25,8 @@ PATH = f"/v1/accounts/{ACCOUNT}/orders"
 @pytest.fixture
 def listener() -> Iterator[socket.socket]:
     """A loopback listener that would receive a misdirected request."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    sock.setblocking(False)
-    try:
+    with loopback_listener() as sock:
         yield sock
-    finally:
-        sock.close()
-
-
-def _accepted(sock: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            conn, _ = sock.accept()
-        except BlockingIOError:
-            return count
-        conn.close()
-        count += 1
 
 
 def test_it_refuses_another_port_of_a_listed_host_and_sends_nothing(orders: OrdersService,
@@ -55,7 +39,7 @@ def test_it_refuses_another_port_of_a_listed_host_and_sends_nothing(orders: Orde
         adapter.execute(action, idempotency_key="rk_port", intent_digest=action.intent_digest(),
                         fencing_token=1, blobs=no_blobs)
 
-    assert _accepted(listener) == 0
+    assert connections(listener) == 0
     assert orders.orders_per_key() == {}
 
 

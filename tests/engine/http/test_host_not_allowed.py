@@ -19,30 +19,14 @@ from runtime.engine import run_advance, run_start
 from tests.adapters.http.support import OrdersService
 from tests.engine.http.support import ORDERS_PATH, order_steps, write_orders_task
 from tests.engine.support import restore, trace_types
+from tests.helpers.listener import connections, loopback_listener
 
 
 @pytest.fixture
 def other_host() -> Iterator[socket.socket]:
     """A listener on another loopback port: any request to it would show up as a connection."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.setblocking(False)
-    try:
+    with loopback_listener() as listener:
         yield listener
-    finally:
-        listener.close()
-
-
-def _connections(listener: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except BlockingIOError:
-            return count
-        conn.close()
-        count += 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -58,5 +42,5 @@ def test_it_refuses_a_host_not_allowed_before_any_request(
     detail = restore(run_id).state.stop_detail or ""
     assert detail.startswith("HttpRequestNotAllowedError: host not in the adapter's allowed_hosts"), detail
     assert "intent.proposed" not in trace_types(run_id)
-    assert _connections(other_host) == 0  # the host that is not allowed saw no request at all
+    assert connections(other_host) == 0  # the host that is not allowed saw no request at all
     assert orders.orders_per_key() == {} and orders.adapter().receipts() == []
