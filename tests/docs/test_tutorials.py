@@ -51,6 +51,20 @@ def test_the_first_run_tutorial_runs_as_written(tmp_path: Path) -> None:
     assert trace_events(run.run_id, "recovery.started")
 
 
+def test_the_connect_an_agent_tutorial_drives_a_run_through_the_json_api(tmp_path: Path) -> None:
+    page = reader(tmp_path)
+    page.run_page("tutorials/connect-an-agent.md")
+
+    run = Run.objects.get(run_id=page.run_id)
+    assert run.phase == "completed"
+    assert (tmp_path / "agent" / "workspace" / "notes" / "hello.txt").read_text() == "hello\n"
+    first, again, finish, listed = (json.loads(out) for out in page.outputs[-4:])
+    assert first["status"] == "executed" and not first["repeated"]
+    assert again["repeated"] and again["receipt"] == first["receipt"]  # the same call id: the original receipt
+    assert finish["phase"] == "completed"
+    assert [r["call_id"] for r in listed] == ["hello-1"]
+
+
 def test_the_reader_sees_what_the_pages_promise() -> None:
     """The parser finds the blocks the tests rely on, so an edit that breaks a fence fails here."""
     own = blocks("tutorials/own-planner-and-adapter.md")
