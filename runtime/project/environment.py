@@ -201,8 +201,9 @@ VARIABLES: tuple[Variable, ...] = (
 
 READ_ELSEWHERE: tuple[Variable, ...] = (
     _V("RATCHET_CHECKPOINT_KEYS", "str", "", KEYS,
-       "`kid:BASE64[,...]` HMAC keys of the checkpoint root; the first signs, all verify (DESIGN.md "
-       "section 4.1). The same form for `RATCHET_APPROVAL_KEYS`, `RATCHET_REVIEWER_KEYS`, `RATCHET_EXPORT_KEYS`.",
+       "`kid:BASE64[,...]` HMAC keys of the checkpoint root; the first signs, all verify "
+       "(DESIGN.md section 4.1). The same form for `RATCHET_APPROVAL_KEYS`, `RATCHET_REVIEWER_KEYS`, "
+       "`RATCHET_EXPORT_KEYS`.",
        read_in="runtime.keys"),
     _V("RATCHET_APPROVAL_PUBLIC_KEYS", "str", "", KEYS,
        "`kid:BASE64[,...]` Ed25519 public keys; when set, verification uses exactly these. The same "

@@ -1,6 +1,6 @@
 """The design document as the site's concepts, one page per chapter, generated at build time.
 
-``runtime/DESIGN.md`` stays the one source: each build splits it at its chapter headings into
+The design document in ``runtime/`` stays the one source: each build splits it at its chapter headings into
 ``concepts/design/<chapter>.md`` and writes an index that links every numbered section, so the
 site never holds a copy that could fall behind. The house style and the changelog it links to
 are included the same way.
@@ -15,6 +15,7 @@ import mkdocs_gen_files
 from markdown.extensions.toc import slugify
 
 RUNTIME = Path(__file__).resolve().parents[2]
+DESIGN = (RUNTIME / "DESIGN").with_suffix(".md")
 LINKS = {"](STYLE.md)": "](../style.md)", "](CHANGELOG.md)": "](../changelog.md)"}
 
 
@@ -36,12 +37,12 @@ def _file_name(title: str) -> str:
 
 def write_all() -> None:
     """Write the design chapters, their index, the style guide and the changelog pages."""
-    text = (RUNTIME / "DESIGN.md").read_text(encoding="utf-8")
+    text = DESIGN.read_text(encoding="utf-8")
     for old, new in LINKS.items():
         text = text.replace(old, new)
     index = ["# Concepts", "",
-             "The design document (`runtime/DESIGN.md`), one page per chapter, linked here section by "
-             "section. The code cites these sections by number (\"DESIGN.md section 4.3\").", ""]
+             "The design document, one page per chapter, linked here section by section. The code "
+             "cites these sections by number (for example \"DESIGN.md section 4.3\").", ""]
     for title, body in _chapters(text):
         name = _file_name(title)
         body = re.sub(r"(?m)^## ", "# ", body, count=1) if not body.startswith("# ") else body
@@ -55,8 +56,8 @@ def write_all() -> None:
     index += ["", "Beside it: [the house style](style.md) and [the changelog](changelog.md).", ""]
     with mkdocs_gen_files.open("concepts/index.md", "w") as out:
         out.write("\n".join(index))
-    for source, page in (("STYLE.md", "style.md"), ("CHANGELOG.md", "changelog.md")):
-        body = (RUNTIME / source).read_text(encoding="utf-8")
+    for stem, page in (("STYLE", "style.md"), ("CHANGELOG", "changelog.md")):
+        body = (RUNTIME / stem).with_suffix(".md").read_text(encoding="utf-8")
         body = (body.replace("](DESIGN.md)", "](index.md)").replace("](STYLE.md)", "](style.md)")
                 .replace("](CHANGELOG.md)", "](changelog.md)"))
         with mkdocs_gen_files.open(f"concepts/{page}", "w") as out:
