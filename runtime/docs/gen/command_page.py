@@ -17,14 +17,29 @@ def _parser(name: str) -> tuple[object, argparse.ArgumentParser]:
 
 
 def summary(name: str) -> str:
-    """The command's ``help`` text, first sentence."""
+    """The command's ``help`` text up to the end of its first sentence outside a code span."""
     command, _ = _parser(name)
     text = " ".join(str(command.help or "").split())
-    return text.split(". ")[0].rstrip(".") + "." if text else ""
+    end = 0
+    while True:
+        end = text.find(". ", end + 1)
+        if end < 0:
+            return text
+        if text[:end].count("`") % 2 == 0:
+            return text[: end + 1]
+
+
+def prose(text: object) -> str:
+    """``text`` on one line, safe in Markdown: ``<`` and ``>`` outside code spans are escaped
+    (``<point>`` would otherwise be read as an HTML tag and vanish)."""
+    parts = " ".join(str(text).split()).split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
 
 
 def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return prose(text).replace("|", "\\|")
 
 
 def _arguments(parser: argparse.ArgumentParser) -> list[str]:
@@ -61,12 +76,12 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Ar
 def render(name: str) -> str:
     """Markdown for ``manage.py NAME``: its help, usage, its own arguments, each subcommand's."""
     command, parser = _parser(name)
-    lines = [f"## {name}", "", " ".join(str(command.help or "").split()), "", "```text", _usage(parser), "```", ""]
+    lines = [f"## {name}", "", prose(command.help or ""), "", "```text", _usage(parser), "```", ""]
     lines += _arguments(parser)
     for sub, subparser in _subcommands(parser):
         lines += [f"### {name} {sub}", ""]
         if subparser.description:
-            lines += [" ".join(subparser.description.split()), ""]
+            lines += [prose(subparser.description), ""]
         lines += ["```text", _usage(subparser), "```", "", *_arguments(subparser)]
         for inner, innerparser in _subcommands(subparser):
             lines += [f"#### {name} {sub} {inner}", "", "```text", _usage(innerparser), "```", "",

@@ -35,7 +35,7 @@ from runtime.project.environment import READ_ELSEWHERE, VARIABLES  # noqa: E402
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return command_page.prose(text).replace("|", "\\|")
 
 
 def settings_page() -> str:
