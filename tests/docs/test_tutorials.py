@@ -35,6 +35,8 @@ def test_the_own_agent_tutorial_is_killed_and_resumed_with_every_write_once(tmp_
     assert (tmp_path / "site" / "guestbook_agent" / "adapter.py").is_file()  # installed, not imported from the page
     run = Run.objects.get(run_id=page.run_id)
     assert run.phase == "completed"
+    started = json.dumps(trace_events(run.run_id, "run.started"))
+    assert "guestbook-agent" in started  # pinned by its distribution: found through the entry points
     assert trace_events(run.run_id, "recovery.started"), "the resume recovered nothing: the kill did not land"
     book = json.loads((tmp_path / "my-agent" / "book" / "book.json").read_text())
     keys = [r["idempotency_key"] for r in book["receipts"]]
