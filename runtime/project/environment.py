@@ -223,6 +223,12 @@ READ_ELSEWHERE: tuple[Variable, ...] = (
        read_in="runtime.planners.chat_tools.options"),
     _V("RATCHET_MODEL_BASE_URL", "str", "", TESTING, "The chat-tools planner's default endpoint.",
        read_in="runtime.planners.chat_tools.options"),
+    _V("RATCHET_MODEL_API_KEY", "str", "", KEYS,
+       "The chat-tools planner's API key (another variable with `api_key_env`); local servers need none.",
+       read_in="runtime.planners.chat_tools.options"),
+    _V("RATCHET_DEMO_PASSWORD", "str", "", TESTING,
+       "`manage.py demo`: one password for every demo login instead of random ones printed once.",
+       read_in="review.management.commands.demo"),
 )
 
 VARIABLES_BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}
