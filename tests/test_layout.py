@@ -1,7 +1,7 @@
 """The layout rules of the code base, checked on the import graph and on the files themselves.
 
 Story: an engineer adds a feature by importing whatever is nearest. These tests keep the shape
-the README's "Layout" section describes, and say exactly which line breaks it:
+the layout page of the docs (runtime/docs/concepts/layout.md) describes, and say exactly which line breaks it:
 
 1. **No import circles** among the modules of ``runtime`` and ``review``. The graph is built
    with ``grimp``, which reads every ``import`` statement in the source: at module level, inside

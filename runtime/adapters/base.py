@@ -158,7 +158,9 @@ class Adapter(Protocol):
                 (DESIGN.md section 4, Ownership); nothing written.
             CommitDeadlinePassedError: ``not_after`` passed before the commit point; nothing
                 written.
-            InvalidActionError, PathEscapeError, BlobDigestMismatchError,
+            InvalidActionError: nothing written.
+            PathEscapeError: nothing written.
+            BlobDigestMismatchError: nothing written.
             PreconditionFailedError: nothing written.
         """
         ...

@@ -39,6 +39,9 @@ COUNTERS = {
 
 _HISTOGRAM = "recovery_duration"
 _LABELS = ["tenant", "task"]
+_HISTOGRAM_HELP = "Duration of succeeded recoveries, in seconds."
+_RUNS_HELP = "Runs by current phase."
+_APPROVALS_HELP = "Runs waiting for an approval."
 
 
 def _bucket_key(label: str) -> float:
@@ -47,6 +50,16 @@ def _bucket_key(label: str) -> float:
 
 class CounterCollector(Collector):
     """Yields the counter families, the recovery duration histogram and the runs-by-phase gauge."""
+
+    def describe(self) -> Iterator[Metric]:
+        """The same families as :meth:`collect`, without samples and without touching the database
+        (``prometheus_client``'s describe protocol; the documentation's metrics reference is built
+        from it)."""
+        for name, help_text in COUNTERS.items():
+            yield CounterMetricFamily(PREFIX + name, help_text, labels=_LABELS)
+        yield HistogramMetricFamily(PREFIX + _HISTOGRAM + "_seconds", _HISTOGRAM_HELP, labels=_LABELS)
+        yield GaugeMetricFamily(PREFIX + "runs", _RUNS_HELP, labels=[*_LABELS, "phase"])
+        yield GaugeMetricFamily(PREFIX + "approvals_waiting", _APPROVALS_HELP, labels=_LABELS)
 
     def collect(self) -> Iterator[Metric]:
         cells: dict[str, dict[tuple[str, str], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
@@ -60,9 +73,8 @@ class CounterCollector(Collector):
                 family.add_metric(list(scope), labels.get("", 0.0))
             yield family
         yield self._histogram(cells)
-        phases = GaugeMetricFamily(PREFIX + "runs", "Runs by current phase.", labels=[*_LABELS, "phase"])
-        approvals = GaugeMetricFamily(PREFIX + "approvals_waiting", "Runs waiting for an approval.",
-                                      labels=_LABELS)
+        phases = GaugeMetricFamily(PREFIX + "runs", _RUNS_HELP, labels=[*_LABELS, "phase"])
+        approvals = GaugeMetricFamily(PREFIX + "approvals_waiting", _APPROVALS_HELP, labels=_LABELS)
         for row in (Run.objects.values("tenant_id", "task_id", "phase").annotate(n=Count("run_id"))
                     .order_by("tenant_id", "task_id", "phase")):
             phases.add_metric([row["tenant_id"], row["task_id"], row["phase"]], row["n"])
@@ -74,7 +86,7 @@ class CounterCollector(Collector):
     @staticmethod
     def _histogram(cells: dict[str, dict[tuple[str, str], dict[str, float]]]) -> Metric:
         family = HistogramMetricFamily(PREFIX + _HISTOGRAM + "_seconds",
-                                       "Duration of succeeded recoveries, in seconds.", labels=_LABELS)
+                                       _HISTOGRAM_HELP, labels=_LABELS)
         scopes = set(cells.get(_HISTOGRAM + "_bucket", {})) | set(cells.get(_HISTOGRAM + "_count", {}))
         for scope in sorted(scopes):
             per_bucket = cells.get(_HISTOGRAM + "_bucket", {}).get(scope, {})

@@ -20,6 +20,8 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from runtime.project.environment import VARIABLES_BY_NAME
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 
 env = environ.Env()
@@ -60,6 +62,23 @@ def _seconds(name: str, default: float) -> float:
     return value
 
 
+def _read(name: str, default: Any = None) -> Any:
+    """Read ``name`` as its row of ``runtime.project.environment`` says (kind and default), so the
+    settings reference generated from that table is what this module does. ``default`` is given
+    only for a row whose default is computed here (its ``default`` is ``None``)."""
+    row = VARIABLES_BY_NAME[name]
+    value = row.default if row.default is not None else default
+    if isinstance(value, list):
+        value = list(value)  # settings may be changed at run time (tests); the table must not be
+    if row.kind == "seconds":
+        return _seconds(name, value)
+    if row.kind == "positive_int":
+        return _positive_int(name, value)
+    if row.kind in ("bool", "int", "float", "list"):
+        return _typed(name, getattr(env, row.kind), value)
+    return env.str(name, default=value)
+
+
 def _private_file(name: Any) -> None:
     """Create a SQLite database file owner-only (0600) before SQLite does: it holds password
     hashes, sessions and approval evidence, and SQLite gives its WAL files the same mode."""
@@ -86,7 +105,7 @@ def _database(name: str, default: str | None) -> dict[str, Any] | None:
         _private_file(config.get("NAME"))
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
-            "timeout": _seconds("RATCHET_SQLITE_BUSY_TIMEOUT", 30.0),
+            "timeout": _read("RATCHET_SQLITE_BUSY_TIMEOUT"),
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
         }
     elif engine.endswith("postgresql"):
@@ -101,8 +120,8 @@ def _database(name: str, default: str | None) -> dict[str, Any] | None:
     return config
 
 
-DEBUG = _typed("RATCHET_DEBUG", env.bool, False)
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+DEBUG = _read("RATCHET_DEBUG")
+SECRET_KEY = _read("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
     # Embedded default: a per-install secret kept beside the database, never in the repo.
     _secret_file = VAR_DIR / "django-secret-key"
@@ -113,7 +132,7 @@ if not SECRET_KEY:
         _secret_file.write_text(_secrets.token_urlsafe(50))
     SECRET_KEY = _secret_file.read_text().strip()
 
-ALLOWED_HOSTS = _typed("ALLOWED_HOSTS", env.list, ["localhost", "127.0.0.1", "[::1]", "testserver"])
+ALLOWED_HOSTS = _read("ALLOWED_HOSTS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -213,7 +232,7 @@ USE_I18N = False
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
-MEDIA_ROOT = Path(env.str("RATCHET_MEDIA_ROOT", default=str(VAR_DIR / "media")))
+MEDIA_ROOT = Path(_read("RATCHET_MEDIA_ROOT", str(VAR_DIR / "media")))
 STORAGES = {
     # Attachments go through the storage API so a multi-machine deployment can use object storage.
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -237,15 +256,15 @@ def _positive_int(name: str, default: int) -> int:
 # behind a TLS-terminating proxy also set RATCHET_PROXY_SSL_HEADER, or the redirect loops.
 # `manage.py check --deploy` is clean with RATCHET_TLS=1, RATCHET_HSTS_PRELOAD=1, RATCHET_DEBUG=0,
 # RATCHET_METRICS_TOKEN, a long random DJANGO_SECRET_KEY and ALLOWED_HOSTS set.
-RATCHET_TLS = _typed("RATCHET_TLS", env.bool, False)
-SECURE_SSL_REDIRECT = _typed("RATCHET_SSL_REDIRECT", env.bool, RATCHET_TLS)
-SECURE_HSTS_SECONDS = _typed("RATCHET_HSTS_SECONDS", env.int, 31_536_000 if RATCHET_TLS else 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _typed("RATCHET_HSTS_INCLUDE_SUBDOMAINS", env.bool, RATCHET_TLS)
+RATCHET_TLS = _read("RATCHET_TLS")
+SECURE_SSL_REDIRECT = _read("RATCHET_SSL_REDIRECT", RATCHET_TLS)
+SECURE_HSTS_SECONDS = _read("RATCHET_HSTS_SECONDS", 31_536_000 if RATCHET_TLS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _read("RATCHET_HSTS_INCLUDE_SUBDOMAINS", RATCHET_TLS)
 # Preloading is hard to undo (browsers ship the list), so it is an explicit opt-in.
-SECURE_HSTS_PRELOAD = _typed("RATCHET_HSTS_PRELOAD", env.bool, False)
-SESSION_COOKIE_SECURE = _typed("RATCHET_SECURE_COOKIES", env.bool, RATCHET_TLS)
+SECURE_HSTS_PRELOAD = _read("RATCHET_HSTS_PRELOAD")
+SESSION_COOKIE_SECURE = _read("RATCHET_SECURE_COOKIES", RATCHET_TLS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-_proxy_ssl_header = env.str("RATCHET_PROXY_SSL_HEADER", default="")
+_proxy_ssl_header = _read("RATCHET_PROXY_SSL_HEADER")
 if _proxy_ssl_header:
     # "X-Forwarded-Proto: https": trust this header from the TLS-terminating proxy (and only then).
     _name, _sep, _value = _proxy_ssl_header.partition(":")
@@ -254,78 +273,71 @@ if _proxy_ssl_header:
             "environment variable RATCHET_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto: https'"
         )
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + _name.strip().upper().replace("-", "_"), _value.strip())
-CSRF_TRUSTED_ORIGINS = _typed("CSRF_TRUSTED_ORIGINS", env.list, [])
+CSRF_TRUSTED_ORIGINS = _read("CSRF_TRUSTED_ORIGINS")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
-SESSION_COOKIE_AGE = _positive_int("RATCHET_SESSION_SECONDS", 8 * 3600)
+SESSION_COOKIE_AGE = _read("RATCHET_SESSION_SECONDS")
 # htmx sends the CSRF token from the page (hx-headers), so no script needs to read the cookie.
 CSRF_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
-RATCHET_CSP = env.str(
-    "RATCHET_CSP",
-    default=(
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
-        "form-action 'self'; frame-ancestors 'none'"
-    ),
-)
+RATCHET_CSP = _read("RATCHET_CSP")
 # Sign-in throttling (review.throttle): failures per username / per client address within the
 # window lock that username / address for the lockout. Seconds.
-RATCHET_LOGIN_MAX_FAILURES = _positive_int("RATCHET_LOGIN_MAX_FAILURES", 5)
-RATCHET_LOGIN_MAX_FAILURES_PER_IP = _positive_int("RATCHET_LOGIN_MAX_FAILURES_PER_IP", 50)
-RATCHET_LOGIN_WINDOW_SECONDS = _positive_int("RATCHET_LOGIN_WINDOW_SECONDS", 900)
-RATCHET_LOGIN_LOCKOUT_SECONDS = _positive_int("RATCHET_LOGIN_LOCKOUT_SECONDS", 900)
+RATCHET_LOGIN_MAX_FAILURES = _read("RATCHET_LOGIN_MAX_FAILURES")
+RATCHET_LOGIN_MAX_FAILURES_PER_IP = _read("RATCHET_LOGIN_MAX_FAILURES_PER_IP")
+RATCHET_LOGIN_WINDOW_SECONDS = _read("RATCHET_LOGIN_WINDOW_SECONDS")
+RATCHET_LOGIN_LOCKOUT_SECONDS = _read("RATCHET_LOGIN_LOCKOUT_SECONDS")
 
 # --- Ratchet runtime -------------------------------------------------------------------------
-RATCHET_KEY_FILE = Path(env.str("RATCHET_KEY_FILE", default=str(VAR_DIR / "keys.json")))
-RATCHET_CREATE_KEY_FILE = _typed("RATCHET_CREATE_KEY_FILE", env.bool, True)
-RATCHET_LEASE_SECONDS = _seconds("RATCHET_LEASE_SECONDS", 30.0)
+RATCHET_KEY_FILE = Path(_read("RATCHET_KEY_FILE", str(VAR_DIR / "keys.json")))
+RATCHET_CREATE_KEY_FILE = _read("RATCHET_CREATE_KEY_FILE")
+RATCHET_LEASE_SECONDS = _read("RATCHET_LEASE_SECONDS")
 # Longest single adapter or model call the lease heartbeat keeps the lease for (DESIGN.md section 4.9).
-RATCHET_MAX_CALL_SECONDS = _seconds("RATCHET_MAX_CALL_SECONDS", 900.0)
-RATCHET_APPROVAL_SECONDS = _seconds("RATCHET_APPROVAL_SECONDS", 3600.0)
+RATCHET_MAX_CALL_SECONDS = _read("RATCHET_MAX_CALL_SECONDS")
+RATCHET_APPROVAL_SECONDS = _read("RATCHET_APPROVAL_SECONDS")
 # Longest approval validity anyone may ask for, and how long a signed reviewer decision stays
 # usable after it was signed; both judged by the database clock (DESIGN.md sections 4.7, 6.2, 6.3).
-RATCHET_APPROVAL_MAX_SECONDS = _seconds("RATCHET_APPROVAL_MAX_SECONDS", 86400.0)
-RATCHET_DECISION_SECONDS = _seconds("RATCHET_DECISION_SECONDS", 3600.0)
+RATCHET_APPROVAL_MAX_SECONDS = _read("RATCHET_APPROVAL_MAX_SECONDS")
+RATCHET_DECISION_SECONDS = _read("RATCHET_DECISION_SECONDS")
 # Reviewers' passkeys (DESIGN.md section 6.9): the WebAuthn origin and relying-party id (empty:
 # the dashboard's own origin and host as the browser reaches it), and whether the password
 # re-entry stays available as a fallback for signing decisions.
-RATCHET_PASSKEY_ORIGIN = env.str("RATCHET_PASSKEY_ORIGIN", default="")
-RATCHET_PASSKEY_RP_ID = env.str("RATCHET_PASSKEY_RP_ID", default="")
-RATCHET_REVIEW_PASSWORD_FALLBACK = _typed("RATCHET_REVIEW_PASSWORD_FALLBACK", env.bool, True)
-RATCHET_WORKER_ID = env.str("RATCHET_WORKER_ID", default="")
+RATCHET_PASSKEY_ORIGIN = _read("RATCHET_PASSKEY_ORIGIN")
+RATCHET_PASSKEY_RP_ID = _read("RATCHET_PASSKEY_RP_ID")
+RATCHET_REVIEW_PASSWORD_FALLBACK = _read("RATCHET_REVIEW_PASSWORD_FALLBACK")
+RATCHET_WORKER_ID = _read("RATCHET_WORKER_ID")
 # The agent gateway (DESIGN.md section 5.12): calls per token per window, the largest call in
 # bytes, how long a call waits for the run's lease, and the dashboard's address for its links.
-RATCHET_GATEWAY_RATE_LIMIT = _positive_int("RATCHET_GATEWAY_RATE_LIMIT", 120)
-RATCHET_GATEWAY_RATE_WINDOW_SECONDS = _seconds("RATCHET_GATEWAY_RATE_WINDOW_SECONDS", 60.0)
-RATCHET_GATEWAY_MAX_BYTES = _positive_int("RATCHET_GATEWAY_MAX_BYTES", 1_048_576)
-RATCHET_GATEWAY_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_WAIT_SECONDS", 10.0)
+RATCHET_GATEWAY_RATE_LIMIT = _read("RATCHET_GATEWAY_RATE_LIMIT")
+RATCHET_GATEWAY_RATE_WINDOW_SECONDS = _read("RATCHET_GATEWAY_RATE_WINDOW_SECONDS")
+RATCHET_GATEWAY_MAX_BYTES = _read("RATCHET_GATEWAY_MAX_BYTES")
+RATCHET_GATEWAY_WAIT_SECONDS = _read("RATCHET_GATEWAY_WAIT_SECONDS")
 # The host names clients reach a gateway bound off loopback by (`manage.py gateway --host`): its
 # Host header must be one of them, so DNS-rebinding protection stays on (runtime/gateway/binding.py).
-RATCHET_GATEWAY_ALLOWED_HOSTS = _typed("RATCHET_GATEWAY_ALLOWED_HOSTS", env.list, [])
+RATCHET_GATEWAY_ALLOWED_HOSTS = _read("RATCHET_GATEWAY_ALLOWED_HOSTS")
 # How long an MCP call whose client accepted the approval elicitation waits (bounded to 600 s),
 # how often it reads the run row meanwhile, and whether the gateway keeps restored sessions.
-RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS = _seconds("RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS", 120.0)
-RATCHET_GATEWAY_APPROVAL_POLL_SECONDS = _seconds("RATCHET_GATEWAY_APPROVAL_POLL_SECONDS", 0.5)
-RATCHET_GATEWAY_REUSE_SESSIONS = _typed("RATCHET_GATEWAY_REUSE_SESSIONS", env.bool, True)
-RATCHET_DASHBOARD_URL = env.str("RATCHET_DASHBOARD_URL", default="")
+RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS = _read("RATCHET_GATEWAY_APPROVAL_WAIT_SECONDS")
+RATCHET_GATEWAY_APPROVAL_POLL_SECONDS = _read("RATCHET_GATEWAY_APPROVAL_POLL_SECONDS")
+RATCHET_GATEWAY_REUSE_SESSIONS = _read("RATCHET_GATEWAY_REUSE_SESSIONS")
+RATCHET_DASHBOARD_URL = _read("RATCHET_DASHBOARD_URL")
 # /metrics (DESIGN.md section 8.1): bearer token; unset, only loopback requests are served.
-RATCHET_METRICS_TOKEN = env.str("RATCHET_METRICS_TOKEN", default="")
-RATCHET_METRICS_BUCKET_SECONDS = _positive_int("RATCHET_METRICS_BUCKET_SECONDS", 60)
+RATCHET_METRICS_TOKEN = _read("RATCHET_METRICS_TOKEN")
+RATCHET_METRICS_BUCKET_SECONDS = _read("RATCHET_METRICS_BUCKET_SECONDS")
 # Admission gate (DESIGN.md section 8.3): defaults per tenant and task over a sliding window;
 # RATCHET_ADMISSION_THRESHOLDS is JSON {"tenant/task" or "tenant/*": {name: value}} overriding them.
-RATCHET_ADMISSION_WINDOW_SECONDS = _seconds("RATCHET_ADMISSION_WINDOW_SECONDS", 3600.0)
-RATCHET_ADMISSION_MIN_SUCCESS_RATE = _typed("RATCHET_ADMISSION_MIN_SUCCESS_RATE", env.float, 0.9)
-RATCHET_ADMISSION_MIN_RECOVERIES = _positive_int("RATCHET_ADMISSION_MIN_RECOVERIES", 10)
-RATCHET_ADMISSION_MAX_P95_SECONDS = _seconds("RATCHET_ADMISSION_MAX_P95_SECONDS", 60.0)
-RATCHET_ADMISSION_MAX_DUPLICATES = _typed("RATCHET_ADMISSION_MAX_DUPLICATES", env.int, 0)
-RATCHET_ADMISSION_THRESHOLDS = env.str("RATCHET_ADMISSION_THRESHOLDS", default="")
+RATCHET_ADMISSION_WINDOW_SECONDS = _read("RATCHET_ADMISSION_WINDOW_SECONDS")
+RATCHET_ADMISSION_MIN_SUCCESS_RATE = _read("RATCHET_ADMISSION_MIN_SUCCESS_RATE")
+RATCHET_ADMISSION_MIN_RECOVERIES = _read("RATCHET_ADMISSION_MIN_RECOVERIES")
+RATCHET_ADMISSION_MAX_P95_SECONDS = _read("RATCHET_ADMISSION_MAX_P95_SECONDS")
+RATCHET_ADMISSION_MAX_DUPLICATES = _read("RATCHET_ADMISSION_MAX_DUPLICATES")
+RATCHET_ADMISSION_THRESHOLDS = _read("RATCHET_ADMISSION_THRESHOLDS")
 # Version combinations (DESIGN.md section 8.4): completed canary runs a promotion needs.
-RATCHET_CANARY_MIN_RUNS = _positive_int("RATCHET_CANARY_MIN_RUNS", 5)
+RATCHET_CANARY_MIN_RUNS = _read("RATCHET_CANARY_MIN_RUNS")
 
 # --- Celery ----------------------------------------------------------------------------------
 # Embedded default: `manage.py worker` runs one worker with the sweeper (beat) inside it, on a
@@ -333,9 +345,7 @@ RATCHET_CANARY_MIN_RUNS = _positive_int("RATCHET_CANARY_MIN_RUNS", 5)
 # CELERY_BROKER_URL=redis://... or amqp://..., `celery -A runtime worker` on every machine and
 # exactly ONE `celery -A runtime beat` (a second beat only sends duplicate sweeps, which are safe
 # but wasteful). Tasks carry only ids and are safe to deliver twice (runtime/workers/tasks.py).
-CELERY_BROKER_URL = env.str(
-    "CELERY_BROKER_URL", default=f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}"
-)
+CELERY_BROKER_URL = _read("CELERY_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")
 
 
 def _broker_scheme(url: str) -> str:
@@ -357,7 +367,7 @@ def _reject_on_worker_lost(url: str) -> bool:
     return not _is_sqlalchemy_broker(url)
 
 
-CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None)
+CELERY_RESULT_BACKEND = _read("CELERY_RESULT_BACKEND")
 # Outcomes live in the trace and the checkpoints; a result store would be a second, weaker copy.
 CELERY_TASK_IGNORE_RESULT = True
 # Acknowledge after the task ran, so a SIGKILL mid-step leaves the message unacknowledged (to be
@@ -376,29 +386,29 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="ratchet")
+CELERY_TASK_DEFAULT_QUEUE = _read("CELERY_TASK_DEFAULT_QUEUE")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Seconds between sweeps for runs whose worker died (lease expired by the database clock) or that
 # nobody is driving (lease free, untouched for this long).
-RATCHET_SWEEP_SECONDS = _seconds("RATCHET_SWEEP_SECONDS", 10.0)
+RATCHET_SWEEP_SECONDS = _read("RATCHET_SWEEP_SECONDS")
 # How long one advance_run task keeps driving its run (seconds) before it looks whether other
 # runs wait for a worker: it keeps the lease, the restored session and the warm adapter while it
 # works, and hands the run back to the queue only when others wait (a time slice, so no run
 # starves) or after RATCHET_TASK_MAX_SECONDS in any case (so a worker can shut down warm and the
 # broker never redelivers a message that is still being worked on). DESIGN.md section 5.7.
-RATCHET_TASK_SLICE_SECONDS = _seconds("RATCHET_TASK_SLICE_SECONDS", 2.0)
-RATCHET_TASK_MAX_SECONDS = _seconds("RATCHET_TASK_MAX_SECONDS", 60.0)
+RATCHET_TASK_SLICE_SECONDS = _read("RATCHET_TASK_SLICE_SECONDS")
+RATCHET_TASK_MAX_SECONDS = _read("RATCHET_TASK_MAX_SECONDS")
 if RATCHET_TASK_MAX_SECONDS < RATCHET_TASK_SLICE_SECONDS:
     raise ImproperlyConfigured(
         "environment variable RATCHET_TASK_MAX_SECONDS must be at least RATCHET_TASK_SLICE_SECONDS")
 # An optional cap on the committed steps one task drives (unset: the time slice alone decides);
 # tests and operators who want many short hops between workers set it.
-RATCHET_STEPS_PER_TASK = (_positive_int("RATCHET_STEPS_PER_TASK", 1)
+RATCHET_STEPS_PER_TASK = (_read("RATCHET_STEPS_PER_TASK")
                           if os.environ.get("RATCHET_STEPS_PER_TASK") is not None else None)
 # Seconds a Celery worker process keeps a database connection open across tasks (its CONN_MAX_AGE;
 # web and CLI processes keep the one DATABASE_URL gives). Broken connections are closed sooner.
-RATCHET_WORKER_CONN_MAX_AGE = _seconds("RATCHET_WORKER_CONN_MAX_AGE", 300.0)
+RATCHET_WORKER_CONN_MAX_AGE = _read("RATCHET_WORKER_CONN_MAX_AGE")
 CELERY_BEAT_SCHEDULE = {
     # Sweeps sent while no worker was up expire instead of piling up (a minute, or three
     # periods: generous, since the worker judges expiry by its own clock).
@@ -409,7 +419,7 @@ CELERY_BEAT_SCHEDULE = {
 # Redis redelivers an unacknowledged message after the visibility timeout (seconds). It must
 # outlast the longest task, or a running task's message is handed to a second worker (harmless:
 # the lease turns it into a no-op, but wasteful), so it is refused if not longer than the lease.
-RATCHET_BROKER_VISIBILITY_SECONDS = _seconds("RATCHET_BROKER_VISIBILITY_SECONDS", 3600.0)
+RATCHET_BROKER_VISIBILITY_SECONDS = _read("RATCHET_BROKER_VISIBILITY_SECONDS")
 if RATCHET_BROKER_VISIBILITY_SECONDS <= max(RATCHET_LEASE_SECONDS, RATCHET_TASK_MAX_SECONDS):
     raise ImproperlyConfigured(
         "environment variable RATCHET_BROKER_VISIBILITY_SECONDS must be longer than "
@@ -434,12 +444,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = _broker_transport_options(CELERY_BROKER_URL)
 # Seconds a worker on a polling broker (the embedded SQLAlchemy transport) sleeps when it cannot
 # take a message (queue empty or prefetch slots full): kombu's default of 1 s made every task
 # wait up to a second for the next (runtime.project.celery.BrokerPolling, DESIGN.md section 5.7).
-RATCHET_BROKER_POLL_SECONDS = _seconds("RATCHET_BROKER_POLL_SECONDS", 0.1)
+RATCHET_BROKER_POLL_SECONDS = _read("RATCHET_BROKER_POLL_SECONDS")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
+    "loggers": {"runtime": {"handlers": ["console"], "level": _read("RATCHET_LOG_LEVEL")}},
 }

@@ -238,8 +238,11 @@ class CommandVerifier:
             the exit code, the elapsed seconds, the environment version and the output digest.
 
         Raises:
-            VerifierWorkdirError, VerifierCommandNotFoundError, VerifierCommandTimeoutError;
-            VerifierCommandError when the exit code was lost (never read as a pass).
+            VerifierWorkdirError: the working directory is outside the target and every allowed
+                directory, or missing.
+            VerifierCommandNotFoundError: the command is not on the path.
+            VerifierCommandTimeoutError: the command outlived ``timeout_seconds``.
+            VerifierCommandError: the exit code was lost (never read as a pass).
         """
         argv = list(self.options.argv)
         shown = shlex.join(argv)[:300]
