@@ -35,7 +35,8 @@ WRITES = [{"target": "a.txt", "content": "one\n"}, {"target": "b.txt", "content"
 def worker(run_id: str, name: str, markers: Path, endpoint: str, *extra: str) -> subprocess.Popen[str]:
     env = child_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
                     OTEL_SERVICE_NAME=f"ratchet-{name}", OTEL_BSP_SCHEDULE_DELAY="50",
-                    RATCHET_LEASE_SECONDS="2", RATCHET_WORKER_ID=name)
+                    RATCHET_LEASE_SECONDS="2", RATCHET_WORKER_ID=name, RATCHET_LOG_FORMAT="json",
+                    RATCHET_LOG_LEVEL="DEBUG")
     return subprocess.Popen([sys.executable, "-m", CHILD, run_id, name, str(markers), *extra], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -105,3 +106,10 @@ def test_a_killed_and_recovered_run_is_one_trace_across_both_workers(tmp_path: P
     assert advance.attributes["ratchet.phase"] == "completed" and advance.attributes["ratchet.recovered"] is True
     settled = [s for s in of(spans, "ratchet.step", "rescuer") if s.attributes.get("ratchet.idempotency_key") == key]
     assert len(settled) == 1 and not settled[0].status_error
+
+    # The rescuer's log (RATCHET_LOG_FORMAT=json): one JSON object per line; the lines written
+    # while it drove the run carry the run id, and the trace id a trace search finds.
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    (takeover,) = [line for line in lines if "took over the expired lease" in line["message"]]
+    assert takeover["run_id"] == run_id and takeover["trace_id"] == trace_id
+    assert takeover["logger"] == "runtime.ownership.leases" and takeover["level"] == "INFO"
