@@ -8,6 +8,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from runtime.telemetry.setup import tracing_start, tracing_stop
+from tests.celery.conftest import broker, send, workers  # noqa: F401 - real Celery workers for the stories
 from tests.helpers.keys import TestKey
 
 
