@@ -19,12 +19,14 @@ from django.db import DatabaseError
 from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
+from runtime.core.tracing import run_scope, run_span, span, span_annotate, tracing_enabled
 from runtime.engine.cancel import cancel_requested, run_cancel
 from runtime.engine.credentials import credentials_recheck
 from runtime.engine.execute import pending_execute
 from runtime.engine.freeze import run_freeze
 from runtime.engine.propose import write_propose
 from runtime.engine.recover import environment_recover, waiting_reconcile
+from runtime.engine.spans import RecoveryTrace, step_attributes, step_outcome
 from runtime.errors import (
     AdapterError,
     CheckpointError,
@@ -88,8 +90,26 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         StaleGenerationError (another worker took over: stop), CheckpointError subclasses
         (restore failed closed: the run needs a human; the lease is released first, so the
         next attempt gets the same error rather than ``LeaseHeldError``).
+
+    Traced (when tracing is on) as a ``ratchet.run.advance`` span in the run's own trace, one
+    ``ratchet.step`` span per step, and a ``ratchet.recovery`` span ending in error when the lease
+    was taken over from a holder that died (DESIGN.md section 8.6).
     """
     worker = worker or default_worker_id()
+    with run_scope(run_id), run_span("ratchet.run.advance", run_id=run_id,
+                                     attributes={"ratchet.worker": worker}) as current:
+        report = _run_advance(run_id=run_id, worker=worker, max_steps=max_steps, ttl_seconds=ttl_seconds,
+                              wait_seconds=wait_seconds, on_step=on_step, reuse=reuse, keep_going=keep_going)
+        span_annotate(current, {"ratchet.generation": report.generation, "ratchet.phase": report.phase,
+                                "ratchet.steps": report.steps, "ratchet.recovered": report.recovered,
+                                "ratchet.stop_reason": report.stop_reason})
+        return report
+
+
+def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds: float | None,
+                 wait_seconds: float, on_step: Callable[[StepReport], None] | None,
+                 reuse: Callable[..., RunSession | None] | None,
+                 keep_going: Callable[[RunSession], bool] | None) -> StepReport:
     ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
     run = Run.objects.filter(run_id=run_id).first()
     if run is None:
@@ -102,11 +122,13 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
     lease = lease_acquire_waiting(run_id=run_id, worker=worker, ttl_seconds=ttl, wait_seconds=wait_seconds,
                                   recovery_events=[("recovery.started", {"worker": worker})])
     recovering = bool(lease.previous_owner)
+    recovery = RecoveryTrace(lease)
     started = time.monotonic()
     try:
         reused = reuse(run_id=run_id, worker=worker, lease=lease, ttl=ttl, recovering=recovering) if reuse else None
         session = reused if reused is not None else session_open(run_id=run_id, worker=worker, lease=lease,
                                                                  ttl=ttl)
+        recovery.restored(session)
         if reused is None:
             credentials_recheck(session)  # DESIGN.md section 5.9: before anything executes
             environment_recover(session)
@@ -114,6 +136,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         # The release comes first: ``recovery.failed`` must stay the run's newest event, which
         # keeps the sweeper from re-queueing a run whose restore failed closed (runtime/workers/sweeper.py).
         _lease_give_back(lease)
+        recovery.emit(error=exc)
         payload = {"error": type(exc).__name__, "message": str(exc)[:500],
                    "duration_seconds": round(time.monotonic() - started, 6)}
         if recovering:
@@ -128,6 +151,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
             except (RatchetError, DatabaseError) as trace_exc:  # never hide the refusal itself
                 logger.warning("run %s: restore.refused not traced: %s", run_id, type(trace_exc).__name__)
         raise
+    recovery.emit()
     if recovering:
         trace_append(run_id=run_id, event_type="recovery.succeeded",
                      payload={"duration_seconds": round(time.monotonic() - started, 6),
@@ -186,6 +210,15 @@ def run_step(session: RunSession) -> None:
         session.lease = lease_renew(lease=session.lease, ttl_seconds=session.ttl)
         session.renewed_at = time.monotonic()
     phase = session.state.phase
+    if not tracing_enabled():
+        _step(session, phase)
+        return
+    with span("ratchet.step", attributes=step_attributes(session)) as current:
+        _step(session, phase)
+        span_annotate(current, step_outcome(session))
+
+
+def _step(session: RunSession, phase: Phase) -> None:
     try:
         if cancel_requested(session):
             run_cancel(session)

@@ -14,6 +14,7 @@ from runtime.adapters.factory import open_adapter
 from runtime.checkpoints.protocol import run_create
 from runtime.checkpoints.session import default_worker_id, store_observation
 from runtime.core.checkpoint import BudgetLimits, Phase, RunIdentity, RunState, Scope, VersionSet
+from runtime.core.tracing import run_scope, run_span
 from runtime.errors import MarkPendingError
 from runtime.ownership.leases import lease_release
 from runtime.planners.base import planner_state_check
@@ -60,76 +61,80 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
     ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
     worker = worker or default_worker_id()
     run_id = uuid.uuid4().hex
-    target = spec.resolve_target(base_dir)
-    if spec.environment.setup != "none":
-        # A prepared environment is new for every run: the run id names its directory.
-        target = target / run_id
-        spec = spec.model_copy(update={"environment": spec.environment.model_copy(update={"target": str(target)})})
-    planner = build_planner(spec, base_dir=base_dir)
-    pins = plugin_pins(spec)  # which code made this run's decisions, checked on every resume
-    # The run is assigned a deployed combination (canary share by its id); it is pinned to that
-    # combination's plug-ins, so only workers of that combination can advance it (section 8.4).
-    combination = combination_select(run_id=run_id, fields=combination_fields(
-        tenant_id=tenant_id or spec.task.tenant, task_id=spec.task.id,
-        versions=spec.versions.model_dump(mode="json"), plugins=pins))
-    pins = combination.fields["plugins"]
-    planner.prepare_environment(target)
-    adapter = open_adapter(spec.environment.adapter, target, entry=spec.environment.entry,
-                           options=spec.environment.options)
-    obs = adapter.observe()
-    scenario = scenario_fingerprint(spec, obs)
-    env_ref = store_observation(obs, observation_version=1)
-    policy = spec.policy
-    state = RunState(
-        identity=RunIdentity(
-            run_id=run_id,
-            tenant_id=tenant_id or spec.task.tenant,
-            task_id=spec.task.id,
-            task_version=spec.task.version,
-            policy_id=policy.id,
-            policy_version=policy.version,
-            scenario_fingerprint=scenario,
-        ),
-        versions=VersionSet(**spec.versions.model_dump()),
-        phase=Phase.RUNNING,
-        limits=BudgetLimits(**policy.budgets.model_dump()),
-        environment=env_ref,
-        scope=Scope(
-            allowed_actions=list(policy.allowed_actions),
-            allowed_paths=list(policy.allowed_paths),
-            permissions=list(policy.permissions),
-            approval_risks=list(policy.approval_risks),
-            principal=f"agent@{tenant_id or spec.task.tenant}",
-            policy_version=policy.version,
-            preconditions=[],
-        ),
-        planner_state=planner_state_check(planner.init_state()),
-        started_at=datetime.now(UTC),
-    )
-    stored_spec = {
-        "task": spec.model_dump(mode="json"),
-        "base_dir": str(base_dir),
-        "target": str(target),
-        "plugins": pins,
-        "initial": {"instance_id": obs.instance_id, "version": obs.version,
-                    "state_fingerprint": obs.state_fingerprint, "kind": obs.kind},
-    }
-    pending: MarkPendingError | None = None
-    try:
-        result = run_create(
-            state=state, worker=worker, ttl_seconds=ttl, spec=stored_spec,
-            events=[("run.started", {"task_id": spec.task.id, "task_version": spec.task.version,
-                                     "scenario_fingerprint": scenario,
-                                     "environment": env_ref.model_dump(mode="json"),
-                                     "plugins": pins, "combination_id": combination.combination_id})],
+    # The run gets its trace from its id (DESIGN.md section 8.6); whoever started it is linked.
+    with run_scope(run_id), run_span("ratchet.run.start", run_id=run_id,
+                                     attributes={"ratchet.task_id": spec.task.id, "ratchet.worker": worker,
+                                                 "ratchet.adapter": spec.environment.adapter}):
+        target = spec.resolve_target(base_dir)
+        if spec.environment.setup != "none":
+            # A prepared environment is new for every run: the run id names its directory.
+            target = target / run_id
+            spec = spec.model_copy(update={"environment": spec.environment.model_copy(update={"target": str(target)})})
+        planner = build_planner(spec, base_dir=base_dir)
+        pins = plugin_pins(spec)  # which code made this run's decisions, checked on every resume
+        # The run is assigned a deployed combination (canary share by its id); it is pinned to that
+        # combination's plug-ins, so only workers of that combination can advance it (section 8.4).
+        combination = combination_select(run_id=run_id, fields=combination_fields(
+            tenant_id=tenant_id or spec.task.tenant, task_id=spec.task.id,
+            versions=spec.versions.model_dump(mode="json"), plugins=pins))
+        pins = combination.fields["plugins"]
+        planner.prepare_environment(target)
+        adapter = open_adapter(spec.environment.adapter, target, entry=spec.environment.entry,
+                               options=spec.environment.options)
+        obs = adapter.observe()
+        scenario = scenario_fingerprint(spec, obs)
+        env_ref = store_observation(obs, observation_version=1)
+        policy = spec.policy
+        state = RunState(
+            identity=RunIdentity(
+                run_id=run_id,
+                tenant_id=tenant_id or spec.task.tenant,
+                task_id=spec.task.id,
+                task_version=spec.task.version,
+                policy_id=policy.id,
+                policy_version=policy.version,
+                scenario_fingerprint=scenario,
+            ),
+            versions=VersionSet(**spec.versions.model_dump()),
+            phase=Phase.RUNNING,
+            limits=BudgetLimits(**policy.budgets.model_dump()),
+            environment=env_ref,
+            scope=Scope(
+                allowed_actions=list(policy.allowed_actions),
+                allowed_paths=list(policy.allowed_paths),
+                permissions=list(policy.permissions),
+                approval_risks=list(policy.approval_risks),
+                principal=f"agent@{tenant_id or spec.task.tenant}",
+                policy_version=policy.version,
+                preconditions=[],
+            ),
+            planner_state=planner_state_check(planner.init_state()),
+            started_at=datetime.now(UTC),
         )
-    except MarkPendingError as exc:
-        # Created (its first checkpoint is committed; DESIGN.md section 4.3): it still gets its
-        # combination and a free lease, so recovery resumes it as it would any other run.
-        result, pending = exc.committed, exc
-    combination_assign(run_id=run_id, combination=combination)
-    lease_release(lease=result.lease)  # traces "lease.released" in the same transaction
-    if pending is not None:
-        raise pending
-    log.debug("run %s created at generation %s", run_id, result.generation)
-    return run_id
+        stored_spec = {
+            "task": spec.model_dump(mode="json"),
+            "base_dir": str(base_dir),
+            "target": str(target),
+            "plugins": pins,
+            "initial": {"instance_id": obs.instance_id, "version": obs.version,
+                        "state_fingerprint": obs.state_fingerprint, "kind": obs.kind},
+        }
+        pending: MarkPendingError | None = None
+        try:
+            result = run_create(
+                state=state, worker=worker, ttl_seconds=ttl, spec=stored_spec,
+                events=[("run.started", {"task_id": spec.task.id, "task_version": spec.task.version,
+                                         "scenario_fingerprint": scenario,
+                                         "environment": env_ref.model_dump(mode="json"),
+                                         "plugins": pins, "combination_id": combination.combination_id})],
+            )
+        except MarkPendingError as exc:
+            # Created (its first checkpoint is committed; DESIGN.md section 4.3): it still gets its
+            # combination and a free lease, so recovery resumes it as it would any other run.
+            result, pending = exc.committed, exc
+        combination_assign(run_id=run_id, combination=combination)
+        lease_release(lease=result.lease)  # traces "lease.released" in the same transaction
+        if pending is not None:
+            raise pending
+        log.debug("run %s created at generation %s", run_id, result.generation)
+        return run_id

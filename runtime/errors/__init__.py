@@ -12,7 +12,7 @@ The tree (a category base, then the module holding the errors under it)::
     RatchetError                      base.py: the root and the category bases below
     |-- ConfigurationError            configuration.py: fix a setting and restart
     |     keyrings and keys (KeyringError, WrongTrustRootError), the redaction key,
-    |     the dashboard's roles, crash points
+    |     the dashboard's roles, crash points, tracing (TelemetrySetupError)
     |-- InvalidInputError             inputs.py: correct the input; the same input fails again
     |     canonical JSON, digests, nesting depth, task specs (TaskSpecError), run and case
     |     ids that name nothing (RunNotFoundError, ReviewCaseNotFoundError)
@@ -131,6 +131,7 @@ from runtime.errors.configuration import (
     KeyringError,
     RedactionKeyError,
     RoleSetupError,
+    TelemetrySetupError,
     WrongTrustRootError,
 )
 from runtime.errors.evidence import (
@@ -264,6 +265,7 @@ __all__ = (
     "RunNotFoundError", "RunSpecMissingError", "SECRET_CONTEXT_NAMES", "ScenarioMismatchError", "SigningError",
     "SqlCredentialRejectedError", "SqlParamsInvalidError", "SqlReceiptStoreMissingError", "SqlStatementError",
     "SqlTargetUnavailableError", "SqlTemplateNotAllowedError", "StaleGenerationError", "TaskSpecError",
+    "TelemetrySetupError",
     "ToolArgumentsError", "TraceChainError", "UnknownAdapterError", "UnknownDigestKindError", "UnknownKeyError",
     "UnknownToolError", "VerifierCommandError", "VerifierCommandNotFoundError", "VerifierCommandTimeoutError",
     "VerifierError", "VerifierWorkdirError", "VersionMismatchError", "WrongTrustRootError",

@@ -1,4 +1,5 @@
-"""Configuration errors: keyrings and keys, the redaction key, the dashboard's roles, crash points.
+"""Configuration errors: keyrings and keys, the redaction key, the dashboard's roles, crash points,
+tracing.
 
 Each sits under :class:`~runtime.errors.base.ConfigurationError`: nothing ran, the operator fixes
 the named setting and restarts. Messages name the variable, file or key id, never key text.
@@ -50,3 +51,13 @@ class CrashPointError(ConfigurationError):
     default_message = "unknown crash point"
     hint = ("crash point names must be registered with runtime.core.crashpoints.register first; "
             "`manage.py crash_points` lists them")
+
+
+class TelemetrySetupError(ConfigurationError):
+    """Tracing is configured (an OTLP endpoint is set) but cannot start: the OpenTelemetry
+    packages are not installed, or the OTLP protocol is one the exporter does not speak
+    (DESIGN.md section 8.6). Context: ``setting``, ``value``."""
+
+    default_message = "OpenTelemetry tracing is configured but cannot start"
+    hint = ("install the tracing extra (pip install 'ratchet[otel]'), set OTEL_EXPORTER_OTLP_PROTOCOL to grpc or "
+            "http/protobuf, or unset OTEL_EXPORTER_OTLP_ENDPOINT to switch tracing off")

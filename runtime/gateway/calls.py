@@ -23,6 +23,7 @@ from runtime.checkpoints.session import default_worker_id
 from runtime.core.checkpoint import Phase, RunState
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
+from runtime.core.tracing import run_scope, span, span_annotate
 from runtime.engine import run_advance
 from runtime.errors import (
     GatewayCallConflictError,
@@ -102,7 +103,23 @@ def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: 
         GatewayRunStoppedError: the run is frozen for review or has ended (with phase and reason).
         GatewayRunBusyError: another process holds the lease (retry the same call id).
         GatewayCallLimitError: the run recorded ``max_calls`` calls.
+
+    Traced (when tracing is on) as a ``ratchet.gateway.call`` span in the caller's trace (the web
+    request's, or the MCP session's); the engine's spans of the call sit in the run's own trace and
+    link back to it (DESIGN.md section 8.6).
     """
+    with run_scope(run_id), span("ratchet.gateway.call", attributes={
+            "ratchet.run_id": run_id, "ratchet.gateway.tool": str(tool)[:200]}) as current:
+        result = _call_submit(run_id=run_id, call_id=call_id, tool=tool, arguments=arguments, token=token,
+                              admitted=admitted)
+        span_annotate(current, {"ratchet.gateway.status": result.status, "ratchet.phase": result.phase,
+                                "ratchet.idempotency_key": result.idempotency_key,
+                                "ratchet.gateway.repeated": result.repeated})
+        return result
+
+
+def _call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: str | None,
+                 admitted: GatewayToken | None) -> CallResult:
     row, run = token_admit(token=token, run_id=run_id, admitted=admitted)
     call_id = call_id_check(call_id)
     spec = run_spec(stored=run.spec["task"])

@@ -46,6 +46,7 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from runtime.core.tracing import span
 from runtime.errors import GatewayError, GatewayScopeError, GatewayTokenMissingError, RatchetError
 from runtime.gateway.approval_wait import (
     approval_generation,
@@ -156,6 +157,11 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
             return call_submit(run_id=_run_of(row, named), call_id=call_id, tool=params.name, arguments=arguments,
                                admitted=row)
 
+        with span("ratchet.mcp.tools_call", attributes={"ratchet.gateway.tool": str(params.name)[:200]}):
+            return await _call_tool(ctx, params, submit)
+
+    async def _call_tool(ctx: Any, params: CallToolRequestParams, submit: Any
+                         ) -> CallToolResult | InputRequiredResult:
         try:
             result = await _in_thread(submit)
             if result.status == "waiting_for_approval":

@@ -453,3 +453,31 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"runtime": {"handlers": ["console"], "level": _read("RATCHET_LOG_LEVEL")}},
 }
+
+# --- OpenTelemetry traces and JSON logs (runtime/telemetry/, DESIGN.md section 8.6) -------------
+# Tracing is on only when an OTLP endpoint is configured, with the standard OpenTelemetry
+# variables; the exporter, the batch processor and the resource read the other OTEL_* variables
+# (headers, certificates, timeout, OTEL_BSP_*, OTEL_RESOURCE_ATTRIBUTES) themselves.
+RATCHET_OTEL_ENDPOINT = env.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", default="") or env.str(
+    "OTEL_EXPORTER_OTLP_ENDPOINT", default="")
+RATCHET_TRACING = bool(RATCHET_OTEL_ENDPOINT.strip()) and not _typed("OTEL_SDK_DISABLED", env.bool, False) and (
+    env.str("OTEL_TRACES_EXPORTER", default="otlp").strip().lower() != "none")
+# grpc or http/protobuf (the Python exporters speak no http/json); anything else fails at start-up.
+RATCHET_OTEL_PROTOCOL = (env.str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", default="")
+                         or env.str("OTEL_EXPORTER_OTLP_PROTOCOL", default="http/protobuf")).strip()
+RATCHET_OTEL_SERVICE_NAME = env.str("OTEL_SERVICE_NAME", default="ratchet")
+# One span per SQL statement (psycopg instrumentation): many spans; off unless asked for.
+RATCHET_OTEL_DB_SPANS = _typed("RATCHET_OTEL_DB_SPANS", env.bool, False)
+# text (the default) or json: one JSON object per line, with run_id (and trace_id / span_id
+# while a span is current) on every line logged in a run's context (runtime/telemetry/logs.py).
+RATCHET_LOG_FORMAT = env.str("RATCHET_LOG_FORMAT", default="text").strip().lower()
+if RATCHET_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"RATCHET_LOG_FORMAT must be text or json, not {RATCHET_LOG_FORMAT!r}")
+if RATCHET_LOG_FORMAT == "json":
+    LOGGING["filters"] = {"run_context": {"()": "runtime.telemetry.logs.RunContextFilter"}}
+    LOGGING["formatters"]["json"] = {
+        "()": "pythonjsonlogger.json.JsonFormatter",
+        "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(run_id)s",
+        "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+    }
+    LOGGING["handlers"]["console"].update(formatter="json", filters=["run_context"])

@@ -47,6 +47,7 @@ from django.db import InterfaceError
 from django.db import OperationalError as DatabaseOperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
+from runtime.core.tracing import run_scope
 from runtime.engine import run_advance
 from runtime.errors import (
     CheckpointError,
@@ -166,7 +167,13 @@ class TimeSlice:
 
 
 def advance_run_once(*, run_id: str, generation: int | None, worker: str) -> str:
-    """The body of :func:`advance_run`, callable without a broker (see its docstring)."""
+    """The body of :func:`advance_run`, callable without a broker (see its docstring); every log
+    line it writes carries the run id (DESIGN.md section 8.6)."""
+    with run_scope(run_id):
+        return _advance_run_once(run_id=run_id, generation=generation, worker=worker)
+
+
+def _advance_run_once(*, run_id: str, generation: int | None, worker: str) -> str:
     row = Run.objects.filter(run_id=run_id).values("phase", "generation").first()
     if row is None:
         log.error("advance_run: run %s does not exist; dropping the message", run_id)
