@@ -197,6 +197,12 @@ VARIABLES: tuple[Variable, ...] = (
        "Redis visibility timeout; must be longer than the lease and RATCHET_TASK_MAX_SECONDS."),
     _V("RATCHET_BROKER_POLL_SECONDS", "seconds", 0.1, CELERY,
        "How long a worker on the embedded broker sleeps when it cannot take a message."),
+    # --- OpenTelemetry traces and JSON logs (DESIGN.md section 8.6)
+    _V("RATCHET_OTEL_DB_SPANS", "bool", False, OBSERVE,
+       "One span per SQL statement (psycopg instrumentation) while tracing is on; many spans, off by default."),
+    _V("RATCHET_LOG_FORMAT", "str", "text", OBSERVE,
+       "`text` or `json`: one JSON object per line with `run_id` (and `trace_id`/`span_id` while a "
+       "span is current) on every line logged in a run's context."),
 )
 
 READ_ELSEWHERE: tuple[Variable, ...] = (
@@ -229,6 +235,19 @@ READ_ELSEWHERE: tuple[Variable, ...] = (
     _V("RATCHET_DEMO_PASSWORD", "str", "", TESTING,
        "`manage.py demo`: one password for every demo login instead of random ones printed once.",
        read_in="review.management.commands.demo"),
+    _V("OTEL_EXPORTER_OTLP_ENDPOINT", "url", "", OBSERVE,
+       "Tracing is on only when this (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) names an OTLP receiver; "
+       "the other standard `OTEL_*` variables (headers, certificates, `OTEL_BSP_*`, "
+       "`OTEL_RESOURCE_ATTRIBUTES`) are read by the OpenTelemetry SDK itself.",
+       read_in="runtime.project.settings (RATCHET_TRACING, RATCHET_OTEL_ENDPOINT)"),
+    _V("OTEL_EXPORTER_OTLP_PROTOCOL", "str", "http/protobuf", OBSERVE,
+       "`grpc` or `http/protobuf` (also `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`); anything else stops start-up.",
+       read_in="runtime.project.settings (RATCHET_OTEL_PROTOCOL)"),
+    _V("OTEL_SERVICE_NAME", "str", "ratchet", OBSERVE, "The service name spans are exported under.",
+       read_in="runtime.project.settings (RATCHET_OTEL_SERVICE_NAME)"),
+    _V("OTEL_SDK_DISABLED", "bool", False, OBSERVE,
+       "True turns tracing off whatever the endpoint (as does `OTEL_TRACES_EXPORTER=none`).",
+       read_in="runtime.project.settings (RATCHET_TRACING)"),
 )
 
 VARIABLES_BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}

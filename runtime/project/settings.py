@@ -467,10 +467,10 @@ RATCHET_OTEL_PROTOCOL = (env.str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", default="
                          or env.str("OTEL_EXPORTER_OTLP_PROTOCOL", default="http/protobuf")).strip()
 RATCHET_OTEL_SERVICE_NAME = env.str("OTEL_SERVICE_NAME", default="ratchet")
 # One span per SQL statement (psycopg instrumentation): many spans; off unless asked for.
-RATCHET_OTEL_DB_SPANS = _typed("RATCHET_OTEL_DB_SPANS", env.bool, False)
+RATCHET_OTEL_DB_SPANS = _read("RATCHET_OTEL_DB_SPANS")
 # text (the default) or json: one JSON object per line, with run_id (and trace_id / span_id
 # while a span is current) on every line logged in a run's context (runtime/telemetry/logs.py).
-RATCHET_LOG_FORMAT = env.str("RATCHET_LOG_FORMAT", default="text").strip().lower()
+RATCHET_LOG_FORMAT = _read("RATCHET_LOG_FORMAT").strip().lower()
 if RATCHET_LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured(f"RATCHET_LOG_FORMAT must be text or json, not {RATCHET_LOG_FORMAT!r}")
 if RATCHET_LOG_FORMAT == "json":
