@@ -443,3 +443,32 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
 }
+
+# Notifications (DESIGN.md section 6.10): links in messages are absolute, built on this public
+# base URL (scheme and host the people who receive them can open; no trailing slash needed).
+# The agent gateway's approval_url uses the same setting.
+RATCHET_PUBLIC_BASE_URL = env.str("RATCHET_PUBLIC_BASE_URL", default="http://localhost:8000").strip().rstrip("/")
+if not RATCHET_PUBLIC_BASE_URL.startswith(("http://", "https://")) or "://" == RATCHET_PUBLIC_BASE_URL[-3:]:
+    raise ImproperlyConfigured(
+        "environment variable RATCHET_PUBLIC_BASE_URL must be an absolute http(s) URL, e.g. https://ratchet.example.com")
+# An approval whose signed evidence expires within this many seconds is announced as expiring.
+RATCHET_NOTIFY_EXPIRY_LEAD_SECONDS = _seconds("RATCHET_NOTIFY_EXPIRY_LEAD_SECONDS", 900.0)
+# Delivery: attempts per message, the first retry's delay (doubling each time, capped), and the
+# timeout of one HTTP or SMTP attempt, all in seconds.
+RATCHET_NOTIFY_MAX_ATTEMPTS = _positive_int("RATCHET_NOTIFY_MAX_ATTEMPTS", 8)
+RATCHET_NOTIFY_BACKOFF_SECONDS = _seconds("RATCHET_NOTIFY_BACKOFF_SECONDS", 10.0)
+RATCHET_NOTIFY_BACKOFF_MAX_SECONDS = _seconds("RATCHET_NOTIFY_BACKOFF_MAX_SECONDS", 3600.0)
+RATCHET_NOTIFY_TIMEOUT_SECONDS = _seconds("RATCHET_NOTIFY_TIMEOUT_SECONDS", 10.0)
+# The periodic sweep: events a lost message left unrecorded, expiring approvals, due retries.
+RATCHET_NOTIFY_SWEEP_SECONDS = _seconds("RATCHET_NOTIFY_SWEEP_SECONDS", 60.0)
+CELERY_BEAT_SCHEDULE["ratchet.notify_sweep"] = {
+    "task": "ratchet.notify_sweep", "schedule": RATCHET_NOTIFY_SWEEP_SECONDS,
+    "options": {"expires": max(60.0, 3 * RATCHET_NOTIFY_SWEEP_SECONDS)}}
+# E-mail goes through Django's mail (SMTP); the password only ever comes from the environment.
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = _typed("EMAIL_PORT", env.int, 25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = _typed("EMAIL_USE_TLS", env.bool, False)
+EMAIL_TIMEOUT = RATCHET_NOTIFY_TIMEOUT_SECONDS
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="ratchet@localhost")
