@@ -1,0 +1,53 @@
+"""Story: two tenants, acme and globex. An operator scoped to acme, a group scoped to acme, a
+group with no scope row and an all-tenants operator all subscribe to "approval waiting". When a
+globex run waits, only the all-tenants operator is told; when an acme run waits, everyone scoped
+to acme is told too. A signed-in stranger with no role (no right to read runs) hears nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+from django.utils import timezone
+
+from review.models import NotificationDelivery, NotificationEvent
+from review.notifications.events import notifications_catch_up
+from review.notifications.subscriptions import endpoint_create
+from review.scope import scope_set
+from tests.review.notifications.conftest import waiting_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_sends_nothing_outside_each_subscribers_tenant_scope(
+        tmp_path, ratchet_keys, personas, django_user_model) -> None:  # type: ignore[no-untyped-def]
+    operators = Group.objects.get(name="operator")
+    acme_ann = django_user_model.objects.create_user(username="acme-ann")
+    acme_ann.groups.add(operators)
+    scope_set(user=acme_ann, tenant_ids=["acme"])
+    acme_team = Group.objects.create(name="acme-team")
+    acme_team.permissions.set(operators.permissions.all())
+    scope_set(group=acme_team, tenant_ids=["acme"])
+    unscoped_team = Group.objects.create(name="unscoped-team")
+    unscoped_team.permissions.set(operators.permissions.all())
+    kinds = ["approval_waiting"]
+    url = "http://127.0.0.1:9/never"
+    mine = {
+        "acme-ann": endpoint_create(name="a", channel="webhook", target=url, kinds=kinds, user=acme_ann),
+        "acme-team": endpoint_create(name="t", channel="webhook", target=url, kinds=kinds, group=acme_team),
+        "unscoped": endpoint_create(name="u", channel="webhook", target=url, kinds=kinds, group=unscoped_team),
+        "all": endpoint_create(name="o", channel="webhook", target=url, kinds=kinds, user=personas["operator"]),
+        "stranger": endpoint_create(name="s", channel="webhook", target=url, kinds=kinds, user=personas["stranger"]),
+    }
+    names = {endpoint.pk: name for name, endpoint in mine.items()}
+
+    started = timezone.now()
+    globex = waiting_run(tmp_path / "globex", tenant="globex")
+    acme = waiting_run(tmp_path / "acme", tenant="acme")
+    assert notifications_catch_up(since=started) == 2
+
+    def told(run_id: str) -> set[str]:
+        event = NotificationEvent.objects.get(run_id=run_id)
+        return {names[pk] for pk in NotificationDelivery.objects.filter(event=event).values_list("endpoint", flat=True)}
+
+    assert told(globex) == {"all"}
+    assert told(acme) == {"all", "acme-ann", "acme-team"}
