@@ -40,6 +40,12 @@ def trace_listener_register(*, listener: TraceListener) -> None:
         _LISTENERS.append(listener)
 
 
+def trace_listener_remove(*, listener: TraceListener) -> None:
+    """Stop calling ``listener`` (a no-op when it was not registered)."""
+    if listener in _LISTENERS:
+        _LISTENERS.remove(listener)
+
+
 def trace_listeners_notify(*, event: AppendedEvent) -> None:
     """Hand ``event`` to every registered listener; a failing listener is logged, never raised,
     so a notification problem cannot fail the run's commit (DESIGN.md section 6.10)."""
