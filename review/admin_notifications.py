@@ -27,9 +27,17 @@ class _ReadOnly(admin.ModelAdmin):
 class NotificationEndpointAdmin(admin.ModelAdmin):
     """A webhook endpoint gets its signing secret when first saved; the secret is never edited."""
 
-    list_display = ("name", "user", "group", "channel", "target", "enabled", "created_at")
+    list_display = ("name", "user", "group", "channel", "target_shown", "enabled", "created_at")
     list_filter = ("channel", "enabled")
-    readonly_fields = ("secret", "created_at")
+    readonly_fields = ("created_at",)
+    exclude = ("secret",)  # the owner reads it on their Notifications page; admins need not
+
+    @admin.display(description="target")
+    def target_shown(self, obj: NotificationEndpoint) -> str:
+        """An apprise URL carries the service's token in it: only its scheme is listed."""
+        if obj.channel == ChannelKind.APPRISE:
+            return obj.target.split("://", 1)[0] + "://…"
+        return obj.target
 
     def save_model(self, request: HttpRequest, obj: NotificationEndpoint, form: Any, change: bool) -> None:
         if obj.channel == ChannelKind.WEBHOOK and not obj.secret:

@@ -196,6 +196,7 @@ class DeliveryStatus(models.TextChoices):
     DELIVERED = "delivered", "Delivered"
     RETRYING = "retrying", "Retrying"
     GAVE_UP = "gave_up", "Gave up"
+    CANCELLED = "cancelled", "Cancelled (endpoint switched off, or its owner may no longer see the tenant)"
 
 
 class NotificationDelivery(models.Model):

@@ -5,7 +5,9 @@ retry message and the sweep that finds the same due delivery never send it twice
 send itself runs with no transaction open (STYLE.md rule 2), then the attempt is recorded.
 Failures are retried after ``RATCHET_NOTIFY_BACKOFF_SECONDS * 2**(n-1)`` seconds (capped at
 ``RATCHET_NOTIFY_BACKOFF_MAX_SECONDS``) until ``RATCHET_NOTIFY_MAX_ATTEMPTS``, then the delivery
-is given up; every attempt stays in ``DeliveryAttempt`` for the admins.
+is given up; every attempt stays in ``DeliveryAttempt`` for the admins. Before each attempt the
+endpoint must still be on and its owner still allowed to see the event's tenant, or the
+delivery is cancelled (DESIGN.md section 6.10).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from django.utils import timezone
 from review.models import ChannelKind, DeliveryAttempt, DeliveryStatus, NotificationDelivery
 from review.notifications.messages import Message, message_render
 from review.notifications.signing import webhook_headers
+from review.notifications.subscriptions import endpoint_may_hear
 
 OPEN = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
 
@@ -91,6 +94,14 @@ def delivery_attempt(*, delivery_id: int) -> AttemptResult | None:
            .select_related("event", "endpoint").first())
     if row is None or (row.next_attempt_at is not None and row.next_attempt_at > now):
         return None
+    endpoint = row.endpoint
+    if not endpoint_may_hear(endpoint=endpoint, tenant_id=row.event.tenant_id):
+        # Fail closed: an endpoint switched off, or an owner whose scope no longer holds the
+        # tenant, gets nothing more, even for an event recorded while it still did.
+        cancelled = NotificationDelivery.objects.filter(pk=delivery_id, attempts=row.attempts, status__in=OPEN).update(
+            status=DeliveryStatus.CANCELLED, next_attempt_at=None,
+            last_error="endpoint switched off, or its owner may no longer see this tenant")
+        return AttemptResult(status=DeliveryStatus.CANCELLED, retry_in=None) if cancelled else None
     number = row.attempts + 1
     # The claim pushes next_attempt_at past this attempt's timeout, so a worker that dies while
     # sending leaves a delivery the sweep finds again later.
@@ -100,7 +111,6 @@ def delivery_attempt(*, delivery_id: int) -> AttemptResult | None:
                                                                                 next_attempt_at=hold)
     if claimed != 1:
         return None
-    endpoint = row.endpoint
     message = message_render(event=row.event)
     started = time.monotonic()
     status_code, error = None, ""

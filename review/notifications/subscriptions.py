@@ -118,6 +118,16 @@ def _user_allows(user: Any, tenant_id: str) -> bool:
                 and scope_allows(user=user, tenant_id=tenant_id))
 
 
+def endpoint_may_hear(*, endpoint: NotificationEndpoint, tenant_id: str) -> bool:
+    """Whether ``endpoint`` is on and its owner may see ``tenant_id`` now (checked again before
+    every attempt, so a scope narrowed after an event was recorded stops its deliveries)."""
+    if not endpoint.enabled:
+        return False
+    if endpoint.user is not None:
+        return _user_allows(endpoint.user, tenant_id)
+    return endpoint.group is not None and _group_allows(endpoint.group, tenant_id)
+
+
 def endpoints_for(*, kind: str, tenant_id: str) -> list[NotificationEndpoint]:
     """The enabled endpoints subscribed to ``kind`` whose owner may see tenant ``tenant_id``
     (DESIGN.md section 6.10); never one outside its owner's scope."""

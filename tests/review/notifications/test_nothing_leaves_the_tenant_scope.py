@@ -51,3 +51,23 @@ def test_it_sends_nothing_outside_each_subscribers_tenant_scope(
 
     assert told(globex) == {"all"}
     assert told(acme) == {"all", "acme-ann", "acme-team"}
+
+
+def test_it_cancels_a_delivery_whose_owner_lost_the_tenant_before_it_was_sent(
+        tmp_path, ratchet_keys, personas, django_user_model) -> None:  # type: ignore[no-untyped-def]
+    from review.models import DeliveryAttempt
+    from review.notifications.delivery import delivery_attempt
+
+    ann = django_user_model.objects.create_user(username="ann")
+    ann.groups.add(Group.objects.get(name="operator"))
+    scope_set(user=ann, tenant_ids=["acme"])
+    endpoint_create(name="a", channel="webhook", target="http://127.0.0.1:9/never", kinds=["approval_waiting"],
+                    user=ann)
+    started = timezone.now()
+    waiting_run(tmp_path, tenant="acme")
+    notifications_catch_up(since=started)
+    delivery = NotificationDelivery.objects.get()
+    scope_set(user=ann, tenant_ids=["globex"])
+    result = delivery_attempt(delivery_id=delivery.pk)
+    assert result is not None and result.status == "cancelled"
+    assert not DeliveryAttempt.objects.exists(), "nothing was sent"
