@@ -9,7 +9,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from review import admin_runtime  # noqa: F401  (registers the runtime tables, read-only and scoped)
+from review import admin_notifications, admin_runtime  # noqa: F401  (register the notification and runtime tables)
 from review.models import DashboardScope, LoginThrottle
 
 

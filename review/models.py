@@ -1,7 +1,8 @@
 """Dashboard models: the role permissions and the login throttle.
 
 The dashboard never writes runtime tables (DESIGN.md section 2); the only rows it writes are its
-own: ``LoginThrottle`` counters, ``DashboardScope`` rows (and Django's sessions).
+own: ``LoginThrottle`` counters, ``DashboardScope`` rows, notification subscriptions and
+their delivery log (and Django's sessions).
 """
 
 from __future__ import annotations
@@ -116,3 +117,121 @@ class Passkey(models.Model):
 
     def __str__(self) -> str:
         return f"passkey {self.pk} of {self.reviewer}"
+
+
+# Notifications (DESIGN.md section 6.10): who is told what, and every delivery attempt.
+
+
+class NotificationKind(models.TextChoices):
+    """What happened to a run that someone may want to hear about (DESIGN.md section 6.10)."""
+
+    APPROVAL_WAITING = "approval_waiting", "Approval waiting"
+    APPROVAL_EXPIRING = "approval_expiring", "Approval expiring soon"
+    APPROVAL_EXPIRED = "approval_expired", "Approval expired"
+    CASE_OPENED = "case_opened", "Review case opened"
+    RUN_FROZEN = "run_frozen", "Run frozen"
+    RUN_FAILED = "run_failed", "Run failed"
+
+
+class ChannelKind(models.TextChoices):
+    """How an endpoint is reached: a signed webhook, an e-mail address, or any apprise URL."""
+
+    WEBHOOK = "webhook", "Signed webhook"
+    EMAIL = "email", "E-mail"
+    APPRISE = "apprise", "Apprise URL (Slack, Teams, Matrix, ...)"
+
+
+class NotificationEndpoint(models.Model):
+    """One subscription: where to send which kinds of events, owned by one user or one group.
+
+    Exactly one of ``user`` and ``group`` is set; the owner's dashboard scope (``review.scope``)
+    bounds which tenants' events it receives. ``secret`` signs webhook bodies (Standard Webhooks,
+    ``whsec_`` + base64); it is shown to the owner, never logged.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="notification_endpoints")
+    group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="notification_endpoints")
+    name = models.CharField(max_length=100)
+    channel = models.CharField(max_length=16, choices=ChannelKind.choices)
+    target = models.CharField(max_length=2000)
+    secret = models.CharField(max_length=100, blank=True, default="")
+    kinds = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(user__isnull=False, group__isnull=True)
+                           | models.Q(user__isnull=True, group__isnull=False)),
+                name="notification_endpoint_one_owner",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.channel})"
+
+
+class NotificationEvent(models.Model):
+    """One occurrence worth telling people about, recorded once (``source`` is unique)."""
+
+    kind = models.CharField(max_length=32, choices=NotificationKind.choices)
+    source = models.CharField(max_length=300, unique=True)
+    run_id = models.CharField(max_length=64, db_index=True)
+    tenant_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200, blank=True, default="")
+    case_id = models.CharField(max_length=64, blank=True, default="")
+    summary = models.CharField(max_length=500, blank=True, default="")
+    path = models.CharField(max_length=300)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.run_id}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERED = "delivered", "Delivered"
+    RETRYING = "retrying", "Retrying"
+    GAVE_UP = "gave_up", "Gave up"
+    CANCELLED = "cancelled", "Cancelled (endpoint switched off, or its owner may no longer see the tenant)"
+
+
+class NotificationDelivery(models.Model):
+    """One event to one endpoint; retried with backoff until delivered or out of attempts."""
+
+    event = models.ForeignKey(NotificationEvent, on_delete=models.CASCADE, related_name="deliveries")
+    endpoint = models.ForeignKey(NotificationEndpoint, on_delete=models.CASCADE, related_name="deliveries")
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["event", "endpoint"], name="notification_delivery_once")]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="notification_delivery_due")]
+
+    def __str__(self) -> str:
+        return f"delivery {self.pk} ({self.status})"
+
+
+class DeliveryAttempt(models.Model):
+    """One try of one delivery, kept for the admins: when, how long, and what came back."""
+
+    delivery = models.ForeignKey(NotificationDelivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(default=0)
+    ok = models.BooleanField(default=False)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="delivery_attempt_once")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of delivery {self.delivery_id}"

@@ -4,7 +4,8 @@
 * ``reviewer``: read runs and health; decide review cases.
 * ``admin``: everything above, plus the trace evidence browser and read-only access to the
   runtime tables in the Django admin (every ``runtime.view_*`` permission). Members still need
-  ``is_staff`` to enter the Django admin; the admin never allows changes to runtime rows.
+  ``is_staff`` to enter the Django admin; the admin never allows changes to runtime rows. The
+  admin role also reads the notification endpoints, events, deliveries and attempts there.
 
 ``roles_sync`` makes each group hold exactly these permissions, so roles are defined here, in
 code, and re-running it undoes hand edits.
@@ -30,6 +31,10 @@ from review.scope import scope_set
 from runtime.errors import RoleSetupError
 
 OPERATOR, REVIEWER, ADMIN = "operator", "reviewer", "admin"
+
+NOTIFICATION_ADMIN_VIEW = ("view_notificationevent", "view_notificationdelivery", "view_deliveryattempt",
+                           "view_notificationendpoint")
+"""The admin role reads the notification log in the Django admin (changes stay with superusers)."""
 
 ROLE_PERMS: dict[str, frozenset[Perm]] = {
     OPERATOR: frozenset(
@@ -68,6 +73,8 @@ def roles_sync(*, all_tenants_for_new_groups: bool = True) -> dict[str, list[str
         raise RoleSetupError(missing=",".join(missing))
     runtime_view = list(
         Permission.objects.filter(content_type__app_label="runtime", codename__startswith="view_")
+    ) + list(  # the notification delivery log, for admins (DESIGN.md section 6.10)
+        Permission.objects.filter(content_type__app_label="review", codename__in=NOTIFICATION_ADMIN_VIEW)
     )
     result: dict[str, list[str]] = {}
     with transaction.atomic():

@@ -4,7 +4,7 @@ that is missing from it."""
 
 from django.urls import path
 
-from review.views import approvals, cases, health, passkeys, rollout, runs, tokens, trace
+from review.views import approvals, cases, health, notifications, passkeys, rollout, runs, tokens, trace
 
 app_name = "review"
 urlpatterns = [
@@ -30,6 +30,9 @@ urlpatterns = [
     path("passkeys/", passkeys.passkeys, name="passkeys"),
     path("passkeys/options/", passkeys.passkey_register_options, name="passkey-options"),
     path("passkeys/register/", passkeys.passkey_register, name="passkey-register"),
+    path("notifications/", notifications.notifications, name="notifications"),
+    path("notifications/add/", notifications.notification_add, name="notification-add"),
+    path("notifications/change/", notifications.notification_change, name="notification-change"),
     path("rollout/", rollout.rollout, name="rollout"),
     path("rollout/admission/<str:tenant_id>/<str:task_id>/", rollout.admission_scope, name="admission-scope"),
     path("rollout/admission/<str:tenant_id>/<str:task_id>/threshold/", rollout.admission_threshold,

@@ -79,3 +79,14 @@ class ReviewCaseNotFoundError(InvalidInputError):
 
     default_message = "review case not found"
     hint = "check the case id (`manage.py cases list` lists the cases) and that your account may see its tenant"
+
+
+# --- notifications (DESIGN.md section 6.10) -----------------------------------------------------
+
+
+class NotificationEndpointError(InvalidInputError):
+    """A notification subscription cannot be saved: its owner, channel, target or event kinds are
+    not acceptable, or it names an endpoint the user does not own. Context: ``field``."""
+
+    default_message = "notification endpoint is invalid"
+    hint = "fix the named field on the notification settings page; nothing was saved"

@@ -19,7 +19,8 @@ the same compare-and-set ``UPDATE`` of the run row that fences the commit (DESIG
 Every append is counted (``runtime.observability.metrics``, DESIGN.md section 8.1) in its own transaction:
 ``trace_append_txn`` counts its event, and a commit's rows built by :func:`trace_rows_build` are
 counted when the commit moves the head over them (:func:`trace_head_remember`, called once per
-commit inside its transaction; a batch built on a stale head and rebuilt is counted once).
+commit inside its transaction; a batch built on a stale head and rebuilt is counted once). The
+same two places hand each event to the listeners of :mod:`runtime.evidence.listeners`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from django.utils import timezone
 from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.database.statements import compiled_insert, compiled_rows, compiled_update
 from runtime.errors import RunNotFoundError, TraceChainError
+from runtime.evidence.listeners import AppendedEvent, trace_listeners_notify
 from runtime.evidence.search_terms import search_terms_record
 from runtime.models import Run, TraceEvent
 from runtime.observability.metrics import metrics_events_count, metrics_labels_remember
@@ -66,6 +68,10 @@ def trace_head_remember(run_id: str, seq: int, head: str) -> None:
     if built is not None and built[0] == seq and built[1] == head:
         metrics_events_count(run_id=run_id, events=built[2])
         search_terms_record(run_id=run_id, events=built[2])  # the dashboard's search (section 6.8)
+        first = seq - len(built[2]) + 1
+        for offset, (event_type, payload) in enumerate(built[2]):
+            trace_listeners_notify(event=AppendedEvent(run_id=run_id, seq=first + offset,
+                                                       event_type=event_type, payload=payload))
 
 
 def trace_head_forget(run_id: str) -> None:
@@ -243,6 +249,7 @@ def trace_append_txn(
     _BUILT.pop(run_id, None)
     metrics_events_count(run_id=run_id, events=[(event_type, body)], phase_before=phase)
     search_terms_record(run_id=run_id, events=[(event_type, body)])
+    trace_listeners_notify(event=AppendedEvent(run_id=run_id, seq=seq, event_type=event_type, payload=body))
     return event
 
 

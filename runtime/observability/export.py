@@ -17,6 +17,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from runtime.models import MetricCounter, Run
+from runtime.observability.collectors import collectors_extra
 from runtime.observability.rules import DURATION_BUCKETS_SECONDS
 
 PREFIX = "ratchet_"
@@ -100,7 +101,10 @@ class CounterCollector(Collector):
 
 
 def metrics_exposition() -> bytes:
-    """The Prometheus text exposition of every family (UTF-8 bytes)."""
+    """The Prometheus text exposition of every family (UTF-8 bytes), with those other apps
+    registered (``runtime.observability.collectors``)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(CounterCollector())
+    for collector in collectors_extra():
+        registry.register(collector)
     return generate_latest(registry)

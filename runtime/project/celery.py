@@ -22,8 +22,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.project.settings")
 
 app = Celery("runtime")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-# The tasks live in ``runtime/workers/tasks.py``, not in an app's top-level ``tasks`` module.
-app.autodiscover_tasks(packages=["runtime.workers"])
+# The tasks live in ``runtime/workers/tasks.py`` and ``review/notifications/tasks.py``, not in an
+# app's top-level ``tasks`` module.
+app.autodiscover_tasks(packages=["runtime.workers", "review.notifications"])
 
 # Celery's Django fixup closes every database connection before and after each task unless this
 # is set; then it only recycles them every this many tasks, and ``_reuse_connections`` below

@@ -203,6 +203,20 @@ VARIABLES: tuple[Variable, ...] = (
     _V("RATCHET_LOG_FORMAT", "str", "text", OBSERVE,
        "`text` or `json`: one JSON object per line with `run_id` (and `trace_id`/`span_id` while a "
        "span is current) on every line logged in a run's context."),
+    # --- notifications (DESIGN.md section 6.10)
+    _V("RATCHET_PUBLIC_BASE_URL", "str", "http://localhost:8000", WEB,
+       "The absolute http(s) base URL people and agents open the dashboard at: notification links and "
+       "the gateway's `approval_url` are built on it. A host name, not an IP address, if passkeys are used."),
+    _V("RATCHET_NOTIFY_EXPIRY_LEAD_SECONDS", "seconds", 900.0, OBSERVE,
+       "An approval whose signed evidence expires within this many seconds is announced as expiring."),
+    _V("RATCHET_NOTIFY_MAX_ATTEMPTS", "positive_int", 8, OBSERVE, "Delivery attempts per notification."),
+    _V("RATCHET_NOTIFY_BACKOFF_SECONDS", "seconds", 10.0, OBSERVE,
+       "The first retry's delay; it doubles with each attempt up to RATCHET_NOTIFY_BACKOFF_MAX_SECONDS."),
+    _V("RATCHET_NOTIFY_BACKOFF_MAX_SECONDS", "seconds", 3600.0, OBSERVE, "The longest delay between two attempts."),
+    _V("RATCHET_NOTIFY_TIMEOUT_SECONDS", "seconds", 10.0, OBSERVE,
+       "The timeout of one webhook, apprise or SMTP attempt (also Django's EMAIL_TIMEOUT)."),
+    _V("RATCHET_NOTIFY_SWEEP_SECONDS", "seconds", 60.0, OBSERVE,
+       "Period of the notification sweep: unrecorded events, expiring approvals, due retries."),
 )
 
 READ_ELSEWHERE: tuple[Variable, ...] = (
@@ -248,6 +262,16 @@ READ_ELSEWHERE: tuple[Variable, ...] = (
     _V("OTEL_SDK_DISABLED", "bool", False, OBSERVE,
        "True turns tracing off whatever the endpoint (as does `OTEL_TRACES_EXPORTER=none`).",
        read_in="runtime.project.settings (RATCHET_TRACING)"),
+    _V("EMAIL_HOST", "str", "localhost", OBSERVE, "SMTP server for e-mail notifications (Django's mail).",
+       read_in="runtime.project.settings (EMAIL_HOST)"),
+    _V("EMAIL_PORT", "int", 25, OBSERVE, "Its port.", read_in="runtime.project.settings (EMAIL_PORT)"),
+    _V("EMAIL_HOST_USER", "str", "", OBSERVE, "SMTP user.", read_in="runtime.project.settings (EMAIL_HOST_USER)"),
+    _V("EMAIL_HOST_PASSWORD", "str", "", KEYS, "SMTP password (only ever from the environment).",
+       read_in="runtime.project.settings (EMAIL_HOST_PASSWORD)"),
+    _V("EMAIL_USE_TLS", "bool", False, OBSERVE, "STARTTLS to the SMTP server.",
+       read_in="runtime.project.settings (EMAIL_USE_TLS)"),
+    _V("DEFAULT_FROM_EMAIL", "str", "ratchet@localhost", OBSERVE, "The sender of notification e-mail.",
+       read_in="runtime.project.settings (DEFAULT_FROM_EMAIL)"),
 )
 
 VARIABLES_BY_NAME: dict[str, Variable] = {v.name: v for v in VARIABLES}

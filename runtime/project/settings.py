@@ -481,3 +481,31 @@ if RATCHET_LOG_FORMAT == "json":
         "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
     }
     LOGGING["handlers"]["console"].update(formatter="json", filters=["run_context"])
+# Notifications (DESIGN.md section 6.10): links in messages are absolute, built on this public
+# base URL (scheme and host the people who receive them can open; no trailing slash needed).
+# The agent gateway's approval_url uses the same setting.
+RATCHET_PUBLIC_BASE_URL = _read("RATCHET_PUBLIC_BASE_URL").strip().rstrip("/")
+if not RATCHET_PUBLIC_BASE_URL.startswith(("http://", "https://")) or "://" == RATCHET_PUBLIC_BASE_URL[-3:]:
+    raise ImproperlyConfigured(
+        "environment variable RATCHET_PUBLIC_BASE_URL must be an absolute http(s) URL, e.g. https://ratchet.example.com")
+# An approval whose signed evidence expires within this many seconds is announced as expiring.
+RATCHET_NOTIFY_EXPIRY_LEAD_SECONDS = _read("RATCHET_NOTIFY_EXPIRY_LEAD_SECONDS")
+# Delivery: attempts per message, the first retry's delay (doubling each time, capped), and the
+# timeout of one HTTP or SMTP attempt, all in seconds.
+RATCHET_NOTIFY_MAX_ATTEMPTS = _read("RATCHET_NOTIFY_MAX_ATTEMPTS")
+RATCHET_NOTIFY_BACKOFF_SECONDS = _read("RATCHET_NOTIFY_BACKOFF_SECONDS")
+RATCHET_NOTIFY_BACKOFF_MAX_SECONDS = _read("RATCHET_NOTIFY_BACKOFF_MAX_SECONDS")
+RATCHET_NOTIFY_TIMEOUT_SECONDS = _read("RATCHET_NOTIFY_TIMEOUT_SECONDS")
+# The periodic sweep: events a lost message left unrecorded, expiring approvals, due retries.
+RATCHET_NOTIFY_SWEEP_SECONDS = _read("RATCHET_NOTIFY_SWEEP_SECONDS")
+CELERY_BEAT_SCHEDULE["ratchet.notify_sweep"] = {
+    "task": "ratchet.notify_sweep", "schedule": RATCHET_NOTIFY_SWEEP_SECONDS,
+    "options": {"expires": max(60.0, 3 * RATCHET_NOTIFY_SWEEP_SECONDS)}}
+# E-mail goes through Django's mail (SMTP); the password only ever comes from the environment.
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = _typed("EMAIL_PORT", env.int, 25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = _typed("EMAIL_USE_TLS", env.bool, False)
+EMAIL_TIMEOUT = RATCHET_NOTIFY_TIMEOUT_SECONDS
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="ratchet@localhost")

@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, get_resolver, reverse
 
+import review.notifications.subscriptions
 import runtime.decisions.approvals
 import runtime.decisions.cancellation
 import runtime.decisions.reviews
@@ -50,6 +51,7 @@ MATRIX: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
     "run-tokens": (OPERATE, ()),
     "workers": (OPERATE, ()),
     "passkeys": (DECIDE, ()),
+    "notifications": (READ, ("endpoints",)),
     "rollout": (TRACE, ()),
     "admission-scope": (TRACE, ()),
     "combinations": (TRACE, ()),
@@ -70,6 +72,9 @@ ACTIONS: dict[str, dict[str, int]] = {
     "admission-reopen": {**TRACE, "admin": 303},
     "combination-promote": {**TRACE, "admin": 303},
     "combination-rollback": {**TRACE, "admin": 303},
+    # Anyone who may read runs manages their own notification endpoints.
+    "notification-change": {**READ, "operator": 303, "reviewer": 303, "admin": 303},
+    "notification-add": {**READ, "operator": 303, "reviewer": 303, "admin": 303},
 }
 # Passkey ceremony endpoints (JSON, POST only): the status of a POST with a valid CSRF token and
 # an empty body; 400 means the role got through and the body was refused as incomplete.
@@ -94,6 +99,9 @@ EXPECTED_PERMISSION = {
     "run-tokens": Perm.CANCEL_RUN,
     "workers": Perm.CANCEL_RUN,
     "passkeys": Perm.DECIDE_CASE,
+    "notifications": Perm.VIEW_RUNS,
+    "notification-add": Perm.VIEW_RUNS,
+    "notification-change": Perm.VIEW_RUNS,
     "passkey-options": Perm.DECIDE_CASE,
     "passkey-register": Perm.DECIDE_CASE,
     "decide-passkey-options": Perm.DECIDE_CASE,
@@ -144,6 +152,9 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "run-tokens": reverse("review:run-tokens", args=["run-matrix"]),
         "workers": reverse("review:workers"),
         "passkeys": reverse("review:passkeys"),
+        "notifications": reverse("review:notifications"),
+        "notification-add": reverse("review:notification-add"),
+        "notification-change": reverse("review:notification-change"),
         "passkey-options": reverse("review:passkey-options"),
         "passkey-register": reverse("review:passkey-register"),
         "decide-passkey-options": reverse("review:decide-passkey-options", args=["case-matrix"]),
@@ -199,6 +210,11 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
                         lambda **kw: calls.append(("rollout", kw)) or SimpleNamespace(state="active", share=1.0))
     monkeypatch.setattr(runtime.rollout.combinations, "combination_rollback",
                         lambda **kw: calls.append(("rollout", kw)) or [])
+    # Notification settings (anyone who reads runs): each records who it was called for.
+    monkeypatch.setattr(review.notifications.subscriptions, "endpoint_create",
+                        lambda **kw: calls.append(("notify", kw)) or SimpleNamespace(name=kw["name"]))
+    monkeypatch.setattr(review.notifications.subscriptions, "endpoint_update",
+                        lambda **kw: calls.append(("notify", kw)))
     return calls
 
 
@@ -222,6 +238,10 @@ def _action_data(name: str) -> dict[str, str]:
         binding = {field: "x" for field in DECISION_BOUND_FIELDS}
         return {"decision": "abort", "password": PASSWORD,
                 "binding": binding_token(case_id="case-matrix", binding=binding)}
+    if name == "notification-add":
+        return {"name": "matrix", "channel": "webhook", "target": "http://127.0.0.1:9/hook", "kinds": "run_failed"}
+    if name == "notification-change":
+        return {"endpoint_id": "1", "change": "toggle"}
     return {}
 
 
@@ -294,9 +314,9 @@ def test_it_lets_only_the_right_roles_make_each_change(
     assert response.status_code == expected, response.content[:300]
     if expected == 303:
         assert services, "the change reached the runtime service"
-        who = [c for c in services if c[0] in ("approval", "deny", "cancel", "sign", "rollout")][0][1]
+        who = [c for c in services if c[0] in ("approval", "deny", "cancel", "sign", "rollout", "notify")][0][1]
         signer = (who.get("approver") or who.get("requested_by") or who.get("reviewer") or who.get("decided_by")
-                  or who.get("changed_by") or who.get("actor"))
+                  or who.get("changed_by") or who.get("actor") or getattr(who.get("user"), "username", None))
         assert signer == persona, "the signer is the signed-in user"
     else:
         assert services == [], "no change without the role"
