@@ -443,3 +443,16 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
 }
+
+# Client SDK, operator API and MCP reads (DESIGN.md section 5.13): the address people and agents
+# reach the web process at; every link the gateway hands out (approval_url) is absolute. Empty:
+# RATCHET_DASHBOARD_URL, else http://127.0.0.1:8000.
+RATCHET_PUBLIC_BASE_URL = env.str("RATCHET_PUBLIC_BASE_URL", default="")
+# Where `POST /api/v1/runs` finds the task specs an operator credential may start runs from
+# (`<name>.toml` in this folder); empty: runs are not started through the API.
+RATCHET_API_TASK_SPECS_DIR = env.str("RATCHET_API_TASK_SPECS_DIR", default="")
+# Largest file the gateway's read_file answers with, in bytes.
+RATCHET_GATEWAY_READ_MAX_BYTES = _positive_int("RATCHET_GATEWAY_READ_MAX_BYTES", 262_144)
+# django-ninja's own app: the API docs page (/api/v1/docs) loads Swagger UI from this process's
+# static files, never from a CDN.
+INSTALLED_APPS += ["ninja"]
