@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.security import HttpBearer
 from pydantic import Field
 
@@ -84,10 +84,10 @@ def operator_routes(errors: dict[int, Any]) -> Router:
     """The router with its routes, their error bodies described as ``errors`` (status -> schema)."""
 
     @router.post("/runs", auth=OperatorBearer(), response={201: RunOut, **errors})
-    def run_create(request: HttpRequest, body: RunIn) -> tuple[int, dict[str, Any]]:
+    def run_create(request: HttpRequest, body: RunIn) -> Status:
         """Start a run of a named task spec in the credential's tenant (it waits for its agent's calls)."""
         run_id = run_start(spec_path=task_spec_path(name=body.task), tenant_id=request.auth.tenant_id)
-        return 201, _run_out(tenant_run(row=request.auth, run_id=run_id))
+        return Status(201, _run_out(tenant_run(row=request.auth, run_id=run_id)))
 
     @router.get("/runs/{run_id}", auth=OperatorBearer(), response={200: RunOut, **errors})
     def run_read(request: HttpRequest, run_id: str) -> dict[str, Any]:
@@ -102,11 +102,11 @@ def operator_routes(errors: dict[int, Any]) -> Router:
         return {"run_id": run_id, "revoked": True, "phase": phase}
 
     @router.post("/tokens", auth=OperatorBearer(), response={201: TokenOut, **errors})
-    def token_create(request: HttpRequest, body: TokenIn) -> tuple[int, dict[str, Any]]:
+    def token_create(request: HttpRequest, body: TokenIn) -> Status:
         """Issue a gateway token in the tenant; its secret is in this answer only."""
         issued = tenant_token_issue(row=request.auth, run_id=body.run_id, run_ids=body.run_ids,
                                     task_id=body.task_id, agent=body.agent, actions=body.actions)
-        return 201, {"token_id": issued.token_id, "token": issued.token, "run_id": issued.run_id}
+        return Status(201, {"token_id": issued.token_id, "token": issued.token, "run_id": issued.run_id})
 
     @router.delete("/tokens/{token_id}", auth=OperatorBearer(), response={200: RevokedOut, **errors})
     def token_delete(request: HttpRequest, token_id: str) -> dict[str, Any]:
