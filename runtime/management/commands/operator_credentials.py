@@ -17,7 +17,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("verb", choices=["issue", "revoke"])
-        parser.add_argument("ident", help="the tenant (issue) or the credential id (revoke)")
+        parser.add_argument("ident", help="the tenant to issue for, or the credential id to revoke")
         parser.add_argument("--name", default="", help="issue: who or what holds it (shown in lists and traces)")
 
     def handle(self, *args: Any, **options: Any) -> None:
