@@ -6,6 +6,8 @@ import json
 import anyio
 import pytest
 from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.engine import run_start
@@ -13,7 +15,7 @@ from runtime.gateway.mcp_server import gateway_server
 from runtime.gateway.tokens import token_issue
 from runtime.models import ReviewCase, Run
 from tests.gateway.conftest import GatewayStory
-from tests.gateway.support import write_external_task
+from tests.gateway.support import free_port, gateway_start, gateway_stop, write_external_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -145,3 +147,30 @@ def test_resources_prompts_and_plain_descriptions_answer(gw_files):
     for tool in tools:
         text = json.dumps([tool.description, tool.input_schema])
         assert "``" not in text and ":class:" not in text and ":func:" not in text, tool.name
+
+
+def test_through_a_real_gateway_process_over_http(gw):
+    """The official client over streamable HTTP to ``manage.py gateway``: reads, resources and the
+    waiting answer are the gateway process's, with the public base URL it was started with."""
+    port = free_port()
+    proc = gateway_start(port, RATCHET_LEASE_SECONDS="60", RATCHET_PUBLIC_BASE_URL="https://ratchet.example.test")
+    url = f"https://ratchet.example.test/runs/{gw.run_id}/"
+
+    async def main():
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {gw.token}"})
+        async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
+            waiting = await client.call_tool("write_file", {"path": "config/a.toml", "content": "a = 1\n"})
+            other = await client.call_tool("write_file", {"path": "notes/b.txt", "content": "b\n"})
+            return (waiting, other, await client.call_tool("pending_approval", {}),
+                    await client.list_resources(), await client.list_prompts())
+
+    try:
+        waiting, other, pending, resources, prompts = anyio.run(main)
+    finally:
+        gateway_stop(proc)
+    assert waiting.structured_content["status"] == "waiting_for_approval"
+    assert waiting.structured_content["approval_url"] == url
+    assert other.structured_content["error"]["code"] == "waiting_for_approval"
+    assert other.structured_content["error"]["retryable"] is True
+    assert pending.structured_content["call_id"] == waiting.structured_content["call_id"]
+    assert len(resources.resources) == 3 and [p.name for p in prompts.prompts] == ["work-in-run"]
