@@ -101,3 +101,16 @@ class DecisionForm(forms.Form):
         if not isinstance(value, dict) or set(value) != set(DECISION_BOUND_FIELDS):
             raise forms.ValidationError("the decision binding is incomplete; reload the case")
         return value
+
+
+class TokenIssueForm(forms.Form):
+    """Issue a gateway token for the run (DESIGN.md section 5.13): the agent's name and, optionally,
+    the action kinds it may call (none ticked: every action the run's policy allows)."""
+
+    agent = forms.CharField(max_length=200, required=False, strip=True, label="Agent name")
+    actions = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple,
+                                        label="Limit to these actions")
+
+    def __init__(self, *args: Any, allowed_actions: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["actions"].choices = [(kind, kind) for kind in allowed_actions]

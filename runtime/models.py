@@ -416,6 +416,22 @@ class GatewayToken(models.Model):
         return f"gateway token {self.token_id} (run {self.run_id or 'several'})"
 
 
+class OperatorCredential(models.Model):
+    """An operator's credential for the JSON API's operator endpoints (DESIGN.md section 5.13):
+    start and cancel runs, issue and revoke gateway tokens, all in one tenant. ``rop_<id>_<secret>``,
+    stored as a digest only, revocable. Service: ``runtime.gateway.operator_credentials``."""
+
+    credential_id = models.CharField(max_length=32, primary_key=True)
+    secret_digest = models.CharField(max_length=71)
+    tenant_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"operator credential {self.credential_id} ({self.tenant_id})"
+
+
 class Combination(models.Model):
     """A deployable version combination (DESIGN.md section 8.4): the digest of its pinned fields
     is its id; ``state`` is canary, active, retired or rolled_back; ``share`` is the fraction of

@@ -4,7 +4,11 @@ Thin views over :mod:`runtime.gateway` (DESIGN.md section 5.12). Only ``Authoriz
 <gateway token>`` authorises: the dashboard's session cookie is never read here, and a gateway
 token never opens the dashboard. Every refusal is ``{"error": {"code", "message", "hint",
 "retryable"}}`` with the status of its :class:`~runtime.errors.GatewayError`; the token is never
-echoed. The OpenAPI description is served at ``/api/v1/openapi.json``.
+echoed. The OpenAPI description is served at ``/api/v1/openapi.json`` and read as a page at
+``/api/v1/docs`` (Swagger UI): both describe, neither authorises -- every call made from the page
+needs the bearer token like any other client, and the dashboard's session never authorises one.
+The operator endpoints (start and cancel runs, issue and revoke tokens) are under
+``/api/v1/operator/`` (:mod:`runtime.api.operator`, DESIGN.md section 5.13).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 from pydantic import Field, JsonValue
 
+from runtime.api.operator import operator_routes
 from runtime.errors import (
     GatewayError,
     GatewayMalformedRequestError,
@@ -27,12 +32,13 @@ from runtime.errors import (
     RatchetError,
 )
 from runtime.gateway.calls import CallResult, call_submit
-from runtime.gateway.reads import call_get, receipts_list, run_status
+from runtime.gateway.reads import approval_pending, call_get, receipts_list, run_status
 from runtime.gateway.tokens import token_request_admit, token_runs
 from runtime.gateway.tools import MAX_CALL_BYTES
+from runtime.gateway.workspace_reads import workspace_list, workspace_read
 from runtime.models import GatewayToken
 
-api = NinjaAPI(title="Ratchet agent gateway", version="1", urls_namespace="api-v1", docs_url=None,
+api = NinjaAPI(title="Ratchet agent gateway", version="1", urls_namespace="api-v1", docs_url="/docs",
                description="Exactly-once, approval-gated tool calls for agents outside the process "
                            "(DESIGN.md section 5.12).")
 
@@ -115,10 +121,12 @@ def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
 
 
 class CallIn(Schema):
-    """One tool call: the caller's own ``call_id`` (repeat it to get the same result), the tool
-    (an action the run offers, or ``finish``) and its arguments."""
+    """One tool call: the caller's own ``call_id`` (repeat it to get the same result; left out,
+    the gateway derives one from the run, the tool and the arguments), the tool (an action the
+    run offers, or ``finish``) and its arguments."""
 
-    call_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+    call_id: str | None = Field(default=None, min_length=1, max_length=64,
+                                pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
     tool: str = Field(min_length=1, max_length=200)
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
 
@@ -137,7 +145,9 @@ class ErrorOut(Schema):
     error: ErrorBody
 
 
-ERRORS: dict[int, Any] = {s: ErrorOut for s in (400, 401, 403, 409, 413, 422, 429, 500, 503)}
+ERRORS: dict[int, Any] = {s: ErrorOut for s in (400, 401, 403, 404, 409, 413, 422, 429, 500, 503)}
+
+api.add_router("/operator", operator_routes(ERRORS))
 
 
 @api.get("/runs", auth=GatewayBearer(), response={200: list[dict[str, JsonValue]], **ERRORS})
@@ -183,3 +193,21 @@ def call(request: HttpRequest, run_id: str, call_id: str) -> dict[str, Any]:
 def receipts(request: HttpRequest, run_id: str) -> list[dict[str, Any]]:
     """Every executed write of the run with its receipt and the call id that caused it."""
     return receipts_list(run_id=run_id, admitted=request.auth)
+
+
+@api.get("/runs/{run_id}/approval", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})
+def approval(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    """The approval the run waits for, if any, with the absolute link where a human approves it."""
+    return approval_pending(run_id=run_id, admitted=request.auth)
+
+
+@api.get("/runs/{run_id}/files", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})
+def files(request: HttpRequest, run_id: str, path: str = "") -> dict[str, Any]:
+    """One folder of the run's files (``path``; empty: the top), only what the policy's paths hold."""
+    return workspace_list(run_id=run_id, path=path, admitted=request.auth)
+
+
+@api.get("/runs/{run_id}/file", auth=GatewayBearer(), response={200: dict[str, JsonValue], **ERRORS})
+def file(request: HttpRequest, run_id: str, path: str) -> dict[str, Any]:
+    """One file of the run (``path``), when the policy's paths hold it; missing: ``exists: false``."""
+    return workspace_read(run_id=run_id, path=path, admitted=request.auth)

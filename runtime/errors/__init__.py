@@ -156,12 +156,14 @@ from runtime.errors.gateway import (
     GatewayPolicyRefusedError,
     GatewayRateLimitedError,
     GatewayRunBusyError,
+    GatewayRunsNotEnabledError,
     GatewayRunStoppedError,
     GatewayScopeError,
     GatewayTokenError,
     GatewayTokenMissingError,
     GatewayTokenScopeInvalidError,
     GatewayUnknownActionError,
+    GatewayWaitingForApprovalError,
 )
 from runtime.errors.inputs import (
     CanonicalizationError,
@@ -248,6 +250,7 @@ __all__ = (
     "GatewayInputError", "GatewayMalformedRequestError", "GatewayNotFoundError", "GatewayPayloadTooLargeError",
     "GatewayPolicyRefusedError", "GatewayRateLimitedError",
     "GatewayRunBusyError", "GatewayRunStoppedError", "GatewayScopeError", "GatewayTokenError",
+    "GatewayWaitingForApprovalError", "GatewayRunsNotEnabledError",
     "GatewayTokenMissingError", "GatewayTokenScopeInvalidError", "GatewayUnknownActionError", "GitReplayError",
     "GitReplayUnsupportedError", "HighWaterMarkBehindError", "HighWaterMarkMissingError", "HttpContractError",
     "HttpCredentialExpiredError", "HttpOutcomeUnknownError", "HttpRequestInFlightError",

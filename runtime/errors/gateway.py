@@ -96,7 +96,28 @@ class GatewayPolicyRefusedError(GatewayError):
 class GatewayCallConflictError(GatewayError):
     code, status = "call_conflict", 409
     default_message = "this call id was already used with other arguments"
-    hint = "use a new call id for a new action; the first call's receipt stands"
+    hint = ("use a new call id (or leave call_id out and the gateway derives one) for a new action; the first "
+            "call's receipt stands and the run goes on")
+
+
+class GatewayWaitingForApprovalError(GatewayError):
+    """A call that arrives while another call of the run waits for a human's approval: the run
+    is neither frozen nor ended, and the call goes through once the approval is settled
+    (DESIGN.md section 5.12)."""
+
+    code, status = "waiting_for_approval", 409
+    retryable = True
+    default_message = "the run is waiting for a human to approve another call"
+    hint = ("a human approves or denies the waiting call at approval_url; repeat this call (same call id) "
+            "afterwards; nothing was recorded for it")
+
+
+class GatewayRunsNotEnabledError(GatewayError):
+    """``POST /api/v1/operator/runs`` on a deployment that names no folder of task specs."""
+
+    code, status = "runs_not_enabled", 404
+    default_message = "runs are not started through the API here"
+    hint = "an operator sets RATCHET_API_TASK_SPECS_DIR to a folder of task specs; nothing was started"
 
 
 class GatewayRunStoppedError(GatewayError):

@@ -6,7 +6,10 @@ ordinary engine (``run_advance``): recovery of a write in flight (a gateway kill
 policy gate, intent checkpoint, approval, execution by idempotency key, receipt, checkpoint.
 The call id is bound to its cursor and replan epoch -- hence its key -- in the checkpoint that
 records the intent, so a repeated call id gets the original receipt (same arguments) or a
-conflict (other arguments), never a second effect.
+conflict (other arguments), never a second effect. A call without an id gets one derived from
+the run, the tool and the canonical arguments (``call_id_derive``), so an identical repeated
+call is answered from the ledger. A conflict changes nothing: the runtime's own records explain
+it, so the run goes on (only an adapter's receipt that contradicts those records freezes a run).
 """
 
 from __future__ import annotations
@@ -30,13 +33,21 @@ from runtime.errors import (
     GatewayCallLimitError,
     GatewayRunBusyError,
     GatewayRunStoppedError,
+    GatewayWaitingForApprovalError,
     LeaseHeldError,
     LeaseLostError,
     StaleGenerationError,
 )
 from runtime.gateway.sessions import session_forget, session_keep, session_reuse, sessions_enabled
 from runtime.gateway.tokens import token_admit
-from runtime.gateway.tools import MAX_CALL_BYTES, arguments_object, call_check, call_id_check, run_spec
+from runtime.gateway.tools import (
+    MAX_CALL_BYTES,
+    arguments_object,
+    call_check,
+    call_id_check,
+    call_id_derive,
+    run_spec,
+)
 from runtime.models import GatewayToken, Run
 from runtime.planners.chat_tools.tools import FINISH
 from runtime.planners.external import ExternalCall, call_digest, call_record, external_call_offered
@@ -53,13 +64,16 @@ class CallResult(BaseModel):
         "(approval_url), then repeat the same call id and it executes once; finished: the run completed "
         "(a run that ended failed or cancelled answers finish with the run_stopped error)"))
     run_id: str
-    call_id: str = Field(description="the caller's own id for the call; repeating it never repeats the effect")
+    call_id: str = Field(description=(
+        "the caller's own id for the call, or the one the gateway derived from the run, the tool and the "
+        "arguments when none was sent; repeating it never repeats the effect"))
     phase: str = Field(description="the run's phase after the call")
     idempotency_key: str | None = Field(default=None, description="derived from the run and the call id")
     intent_digest: str | None = None
     receipt: dict[str, JsonValue] | None = Field(default=None, description="the adapter's receipt of the write")
     repeated: bool = Field(default=False, description="the call id was already recorded; nothing new executed")
-    approval_url: str | None = Field(default=None, description="the dashboard page where a human approves")
+    approval_url: str | None = Field(default=None, description=(
+        "the absolute address of the dashboard page where a human approves (RATCHET_PUBLIC_BASE_URL)"))
     stop_reason: str | None = None
     detail: str | None = None
 
@@ -73,10 +87,17 @@ def gateway_worker_id() -> str:
     return f"{default_worker_id()}/gateway-{threading.get_ident()}"[:200]
 
 
+def public_base_url() -> str:
+    """The address people and agents reach the web process at, without a trailing slash
+    (``RATCHET_PUBLIC_BASE_URL``; it defaults to ``RATCHET_DASHBOARD_URL``, else
+    ``http://localhost:8000``): a link the gateway hands out is always absolute, so an agent can
+    show it (DESIGN.md section 5.12)."""
+    return str(settings.RATCHET_PUBLIC_BASE_URL).rstrip("/")
+
+
 def dashboard_url(*, run_id: str) -> str:
-    """The run's page in the dashboard (``RATCHET_DASHBOARD_URL`` prefixes it when set)."""
-    base = str(getattr(settings, "RATCHET_DASHBOARD_URL", ""))
-    return base.rstrip("/") + reverse("review:run", args=[run_id])
+    """The absolute address of the run's page in the dashboard (:func:`public_base_url` prefixes it)."""
+    return public_base_url() + reverse("review:run", args=[run_id])
 
 
 def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: str | None = None,
@@ -85,7 +106,8 @@ def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: 
 
     Args:
         run_id: the run the call is for.
-        call_id: the caller's id for the call; repeating it never repeats the effect.
+        call_id: the caller's id for the call; repeating it never repeats the effect. None or
+            ``""``: derived from the run, the tool and the arguments (``call_id_derive``).
         tool: the action kind (a tool the run offers) or ``"finish"``.
         arguments: the tool's arguments (a JSON object).
         token: the agent's gateway token (never logged or echoed); or
@@ -98,8 +120,11 @@ def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: 
     Raises:
         GatewayTokenError / GatewayScopeError / GatewayRateLimitedError: refused before anything.
         GatewayInputError (and its subclasses) / GatewayPolicyRefusedError: refused, nothing touched.
-        GatewayCallConflictError: the call id was recorded with other arguments; when its write
-            had already executed the run is now frozen for review (``frozen`` in the context).
+        GatewayCallConflictError: the call id was recorded with other arguments; nothing was
+            executed or recorded and the run goes on (``executed`` in the context says whether the
+            first call's write had executed).
+        GatewayWaitingForApprovalError: another call of the run waits for a human's approval
+            (retryable; ``approval_url`` in the context).
         GatewayRunStoppedError: the run is frozen for review or has ended (with phase and reason).
         GatewayRunBusyError: another process holds the lease (retry the same call id).
         GatewayCallLimitError: the run recorded ``max_calls`` calls.
@@ -121,6 +146,8 @@ def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: 
 def _call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: str | None,
                  admitted: GatewayToken | None) -> CallResult:
     row, run = token_admit(token=token, run_id=run_id, admitted=admitted)
+    if call_id is None or call_id == "":
+        call_id = call_id_derive(run_id=run_id, tool=tool, arguments=arguments)
     call_id = call_id_check(call_id)
     spec = run_spec(stored=run.spec["task"])
     action = call_check(spec=spec, tool=tool, arguments=arguments_object(arguments), token_actions=row.actions,
@@ -164,14 +191,16 @@ def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
         if phase == Phase.RUNNING and len(state.planner_state.get("calls") or {}) >= max_calls:
             raise GatewayCallLimitError(run_id=run_id, call_id=call_id, max_calls=max_calls)
         raise _stopped(state, run_id, call_id)
-    if record["digest"] != call.digest:
-        if call.conflict:  # the first intent's write had executed: the run is frozen (DESIGN.md section 5.12)
-            raise GatewayCallConflictError(
-                "this call id executed with other arguments; the run is frozen for review", run_id=run_id,
-                call_id=call_id, phase=phase.value, stop_reason=_reason(state), frozen=True,
-                dashboard=dashboard_url(run_id=run_id))
-        raise GatewayCallConflictError(run_id=run_id, call_id=call_id, phase=phase.value)
     key = derive_key(run_id=run_id, cursor=int(record["cursor"]), replan_epoch=int(record["epoch"]))
+    if record["digest"] != call.digest:
+        # The runtime's own records explain the conflict: refused, nothing changes, the run goes
+        # on (DESIGN.md section 5.12, "Call ids").
+        executed = state_ledger(state).executed(key) is not None
+        raise GatewayCallConflictError(
+            f"call id {call_id!r} was already used with other arguments"
+            + (" and its write executed" if executed else "") + "; nothing was executed for this call",
+            run_id=run_id, call_id=call_id, phase=phase.value, executed=executed, idempotency_key=key,
+            recorded_digest=record["digest"], sent_digest=call.digest)
     pending = state.pending
     if pending is not None and pending.idempotency_key == key:
         if phase == Phase.AWAITING_APPROVAL:
@@ -193,7 +222,13 @@ def _reason(state: RunState) -> str | None:
     return state.stop_reason.value if state.stop_reason else None
 
 
-def _stopped(state: RunState, run_id: str, call_id: str) -> GatewayRunStoppedError:
+def _stopped(state: RunState, run_id: str, call_id: str) -> GatewayRunStoppedError | GatewayWaitingForApprovalError:
+    if state.phase == Phase.AWAITING_APPROVAL:
+        # Neither frozen nor ended: the call goes through once a human settles the approval.
+        pending = state.pending
+        return GatewayWaitingForApprovalError(
+            run_id=run_id, call_id=call_id, phase=state.phase.value, approval_url=dashboard_url(run_id=run_id),
+            waiting_for=pending.idempotency_key if pending is not None else None)
     detail = (state.stop_detail or "")[:300]
     return GatewayRunStoppedError(f"the run is {state.phase.value}: {detail}" if detail else None, run_id=run_id,
                                   call_id=call_id, phase=state.phase.value, stop_reason=_reason(state),

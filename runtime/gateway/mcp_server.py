@@ -1,7 +1,9 @@
 """The gateway's MCP server (official ``mcp`` SDK, low-level ``Server``; DESIGN.md section 5.12).
 
 ``tools/list`` gives the tools of the run the caller's token is for (the adapter's actions the
-policy and the token allow, plus ``finish``), each schema extended by a required ``call_id``;
+policy and the token allow, plus ``finish``), each schema extended by an optional ``call_id``
+(left out, the gateway derives one from the call), and the read tools, resources and prompt of
+:mod:`runtime.gateway.mcp_reads` (DESIGN.md section 5.13); descriptions are plain text.
 ``tools/call`` strips the ``call_id`` and hands the call to
 :func:`runtime.gateway.calls.call_submit` -- the same service as the JSON API -- in a worker
 thread. A refusal comes back as a tool result with ``isError`` and the structured error
@@ -38,11 +40,24 @@ from mcp_types import (
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
+    GetPromptRequestParams,
+    GetPromptResult,
     InputRequiredResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
     ListToolsResult,
     PaginatedRequestParams,
+    Prompt,
+    PromptMessage,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
     TextContent,
+    TextResourceContents,
     Tool,
+    ToolAnnotations,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -55,11 +70,24 @@ from runtime.gateway.approval_wait import (
     approval_wait_seconds,
 )
 from runtime.gateway.calls import CallResult, call_submit
+from runtime.gateway.mcp_reads import (
+    PROMPT_NAME,
+    PROMPT_TEXT,
+    READ_TOOLS,
+    files_template,
+    read_tool_call,
+    read_tool_names,
+    resource_read,
+    run_resources,
+)
 from runtime.gateway.reads import run_status
-from runtime.gateway.tokens import token_request_admit
+from runtime.gateway.tokens import token_admit, token_request_admit
+from runtime.gateway.tools import run_spec, run_tools
 
 CALL_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
-                  "description": "your own id for this call; repeating it never repeats the effect"}
+                  "description": ("optional: your own id for this call; repeating it never repeats the effect. "
+                                  "Left out, the gateway derives one from the call, so an identical repeated call "
+                                  "returns the first result")}
 
 GATEWAY_REFUSED = -32001
 """JSON-RPC error code (implementation-defined range) of a ``tools/list`` the gateway refused."""
@@ -117,7 +145,7 @@ def _tool_schema(schema: dict[str, Any]) -> dict[str, Any]:
     out = dict(schema)
     out["type"] = "object"
     out["properties"] = {"call_id": CALL_ID_SCHEMA, **dict(schema.get("properties") or {})}
-    out["required"] = ["call_id", *[r for r in schema.get("required") or [] if r != "call_id"]]
+    out["required"] = [r for r in schema.get("required") or [] if r != "call_id"]
     return out
 
 
@@ -143,8 +171,12 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
             # its data, not an internal server error.
             raise MCPError(code=GATEWAY_REFUSED, message=f"{exc.code}: {exc.message}",
                            data={"code": exc.code, "hint": exc.hint, "retryable": exc.retryable}) from None
-        return ListToolsResult(tools=[Tool(name=t["name"], description=t["description"],
-                                           input_schema=_tool_schema(t["input_schema"])) for t in found["tools"]])
+        tools = [Tool(name=t["name"], description=t["description"], input_schema=_tool_schema(t["input_schema"]))
+                 for t in found["tools"]]
+        tools += [Tool(name=name, description=READ_TOOLS[name][0], input_schema=READ_TOOLS[name][1],
+                       annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
+                  for name in read_tool_names(offered={t["name"] for t in found["tools"]})]
+        return ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
         token = _token(ctx, stdio_token)
@@ -157,12 +189,25 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
             return call_submit(run_id=_run_of(row, named), call_id=call_id, tool=params.name, arguments=arguments,
                                admitted=row)
 
-        with span("ratchet.mcp.tools_call", attributes={"ratchet.gateway.tool": str(params.name)[:200]}):
-            return await _call_tool(ctx, params, submit)
+        def read() -> Any:
+            row = token_request_admit(token=token)
+            run_id = _run_of(row, named)
+            _, run = token_admit(run_id=run_id, admitted=row)
+            if params.name in {t.name for t in run_tools(spec=run_spec(stored=run.spec["task"]))}:
+                return None  # the run's own write tool of that name wins
+            return read_tool_call(name=params.name, arguments=arguments, run_id=run_id, row=row)
 
-    async def _call_tool(ctx: Any, params: CallToolRequestParams, submit: Any
+        with span("ratchet.mcp.tools_call", attributes={"ratchet.gateway.tool": str(params.name)[:200]}):
+            return await _call_tool(ctx, params, submit, read)
+
+    async def _call_tool(ctx: Any, params: CallToolRequestParams, submit: Any, read: Any
                          ) -> CallToolResult | InputRequiredResult:
         try:
+            if params.name in READ_TOOLS:  # a read records nothing: a call_id sent with it is ignored
+                answer_read = await _in_thread(read)
+                if answer_read is not None:
+                    body = answer_read if isinstance(answer_read, dict) else {"result": answer_read}
+                    return _tool_result(body, failed=False)
             result = await _in_thread(submit)
             if result.status == "waiting_for_approval":
                 answer = (params.input_responses or {}).get(APPROVAL_INPUT)
@@ -177,11 +222,51 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
             return _tool_result(error_json(exc), failed=True)
         return _tool_result(result.as_json(), failed=False)
 
-    return Server("ratchet-gateway", version="1", instructions=(
-        "Each tool is one write of a Ratchet run, executed exactly once per call_id. A result with "
-        "status waiting_for_approval names the dashboard page where a human approves; repeat the "
-        "same call_id afterwards. Call finish when the task is done."),
-        on_list_tools=list_tools, on_call_tool=call_tool)
+    def run_of_request(ctx: Any) -> tuple[Any, str]:
+        row = token_request_admit(token=_token(ctx, stdio_token))
+        run_id = _run_of(row, _run_header(ctx, stdio_run))
+        token_admit(run_id=run_id, admitted=row)  # the scope, checked before anything is named
+        return row, run_id
+
+    async def refused(fn: Any) -> Any:
+        try:
+            return await _in_thread(fn)
+        except GatewayError as exc:
+            raise MCPError(code=GATEWAY_REFUSED, message=f"{exc.code}: {exc.message}",
+                           data={"code": exc.code, "hint": exc.hint, "retryable": exc.retryable}) from None
+
+    async def list_resources(ctx: Any, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        _, run_id = await refused(lambda: run_of_request(ctx))
+        return ListResourcesResult(resources=[
+            Resource(uri=r["uri"], name=r["name"], description=r["description"],
+                     mime_type="application/json") for r in run_resources(run_id=run_id)])
+
+    async def list_templates(ctx: Any, params: PaginatedRequestParams | None) -> ListResourceTemplatesResult:
+        _, run_id = await refused(lambda: run_of_request(ctx))
+        return ListResourceTemplatesResult(resource_templates=[ResourceTemplate(
+            name="file", uri_template=files_template(run_id=run_id), mime_type="text/plain",
+            description=READ_TOOLS["read_file"][0])])
+
+    async def read_resource(ctx: Any, params: ReadResourceRequestParams) -> ReadResourceResult:
+        def read() -> tuple[str, str]:
+            row, run_id = run_of_request(ctx)
+            return resource_read(uri=str(params.uri), run_id=run_id, row=row)
+        mime, text = await refused(read)
+        return ReadResourceResult(contents=[TextResourceContents(uri=str(params.uri), mime_type=mime, text=text)])
+
+    async def list_prompts(ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        return ListPromptsResult(prompts=[Prompt(name=PROMPT_NAME, description="How to work in a Ratchet run")])
+
+    async def get_prompt(ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        if params.name != PROMPT_NAME:
+            raise MCPError(code=-32602, message=f"no prompt named {params.name[:80]!r}; see prompts/list")
+        return GetPromptResult(description="How to work in a Ratchet run",
+                               messages=[PromptMessage(role="user", content=TextContent(text=PROMPT_TEXT))])
+
+    return Server("ratchet-gateway", version="1", instructions=PROMPT_TEXT,
+                  on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+                  on_list_resource_templates=list_templates, on_read_resource=read_resource,
+                  on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
 def missing_token_error() -> GatewayTokenMissingError:

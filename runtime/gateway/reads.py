@@ -88,3 +88,30 @@ def call_get(*, run_id: str, call_id: str, token: str | None = None,
         return {"call_id": call_id, "idempotency_key": key, "status": "pending", "phase": state.phase.value}
     return {"call_id": call_id, "idempotency_key": key, "status": "executed",
             "intent_digest": executed.intent_digest, "receipt": executed.receipt.model_dump(mode="json")}
+
+
+def approval_pending(*, run_id: str, token: str | None = None,
+                     admitted: GatewayToken | None = None) -> dict[str, Any]:
+    """The approval the run waits for, if any (DESIGN.md section 5.13).
+
+    ``{"run_id", "waiting", "phase"}``, and while ``waiting``: ``"call_id"`` (None for an
+    intent no gateway call proposed), ``"idempotency_key"``, ``"intent_digest"``, ``"kind"``,
+    ``"target"``, ``"risk"`` and the absolute ``"approval_url"`` where a human approves. Reading
+    it never grants, extends or records an approval.
+
+    Raises:
+        as :func:`receipts_list`.
+    """
+    _authorised(run_id=run_id, token=token, admitted=admitted)
+    state = checkpoint_verify(run_id=run_id).state
+    pending = state.pending
+    if state.phase.value != "awaiting_approval" or pending is None:
+        return {"run_id": run_id, "waiting": False, "phase": state.phase.value}
+    by_key = {derive_key(run_id=run_id, cursor=int(r["cursor"]), replan_epoch=int(r["epoch"])): call_id
+              for call_id, r in _calls(state).items()}
+    action = pending.action
+    return {"run_id": run_id, "waiting": True, "phase": state.phase.value,
+            "call_id": by_key.get(pending.idempotency_key), "idempotency_key": pending.idempotency_key,
+            "intent_digest": pending.intent_digest, "kind": action.kind, "target": action.target,
+            "risk": action.risk.value if hasattr(action.risk, "value") else str(action.risk),
+            "approval_url": dashboard_url(run_id=run_id)}

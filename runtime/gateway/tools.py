@@ -120,8 +120,31 @@ def run_tools(*, spec: TaskSpec, token_actions: list[str] | None = None) -> list
         fn = entry["function"]
         if token_actions and fn["name"] != FINISH and fn["name"] not in token_actions:
             continue
-        tools.append(Tool(name=fn["name"], description=fn["description"], input_schema=fn["parameters"]))
+        tools.append(Tool(name=fn["name"], description=plain_text(fn["description"]),
+                          input_schema=_plain_descriptions(fn["parameters"])))
     return tools
+
+
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+_TITLE = re.compile(r"`([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reST markup (roles, double and single backquotes): what a model reads as a
+    tool description is plain text (DESIGN.md section 5.13); the words are kept."""
+    text = _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(0).startswith(":class:") else m.group(1),
+                     text)
+    return _TITLE.sub(r"\1", _LITERAL.sub(r"\1", text))
+
+
+def _plain_descriptions(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: plain_text(v) if k == "description" and isinstance(v, str) else _plain_descriptions(v)
+                for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_plain_descriptions(v) for v in schema]
+    return schema
 
 
 def call_check(*, spec: TaskSpec, tool: str, arguments: Any, token_actions: list[str] | None = None,
@@ -184,6 +207,28 @@ def call_id_check(call_id: Any) -> str:
     if not isinstance(call_id, str) or not CALL_ID.match(call_id):
         raise GatewayInputError("call_id must be 1-64 characters: letters, digits and ._:-")
     return call_id
+
+
+DERIVED_PREFIX = "d-"
+"""A call id the gateway derived (:func:`call_id_derive`) starts with this; a caller's own may too."""
+
+
+def call_id_derive(*, run_id: str, tool: Any, arguments: Any) -> str:
+    """The call id of a call whose host supplied none (DESIGN.md section 5.12, "Call ids").
+
+    ``d-`` and 40 hex digits of the SHA-256 of the canonical JSON of ``{run_id, tool,
+    arguments}``: the same call repeated gets the same id, so it is answered from the ledger
+    instead of executing twice; a call with any other argument gets another id. The model never
+    has to invent one.
+
+    Raises:
+        GatewayInputError: the arguments are not plain JSON (nothing to derive from).
+    """
+    try:
+        body = canonical_json({"run_id": str(run_id), "tool": tool, "arguments": arguments})
+    except CanonicalizationError:
+        raise GatewayInputError("the call's arguments are not plain JSON", tool=str(tool)[:80]) from None
+    return DERIVED_PREFIX + hashlib.sha256(body).hexdigest()[:40]
 
 
 def arguments_object(arguments: Any) -> Mapping[str, Any]:

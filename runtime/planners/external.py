@@ -25,8 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.core.canonical import canonical_json, digest_bytes
 from runtime.core.checkpoint import TERMINAL_PHASES, Action, Phase, Risk
-from runtime.core.idempotency import derive_key
-from runtime.core.ledger import state_ledger
 from runtime.errors import PlannerError, PlannerStateError
 from runtime.planners.base import Done, PlannerContext, PlannerState, PlannerStep, PutBlob, check_cursor
 from runtime.taskspec import glob_match
@@ -64,8 +62,6 @@ class ExternalCall:
         session: the last run session the step loop showed the planner (for the gateway's answer).
         proposed: set once the planner proposed this call.
         epoch: the replan epoch the call was proposed in.
-        conflict: set when the call id is recorded with another digest and its write already
-            executed: the planner then fails its step so the engine freezes the run for review.
     """
 
     call_id: str
@@ -74,7 +70,6 @@ class ExternalCall:
     session: Any = None
     proposed: bool = False
     epoch: int = 0
-    conflict: bool = False
 
 
 _OFFERED: ContextVar[ExternalCall | None] = ContextVar("ratchet_external_call", default=None)
@@ -100,15 +95,6 @@ def call_record(planner_state: Mapping[str, Any], call_id: str) -> dict[str, Any
     calls = planner_state.get("calls")
     found = calls.get(call_id) if isinstance(calls, dict) else None
     return found if isinstance(found, dict) else None
-
-
-def _executed(state: Any, record: Mapping[str, Any]) -> bool:
-    """Whether the ledger holds an executed write for the recorded call's key."""
-    try:
-        key = derive_key(run_id=state.identity.run_id, cursor=int(record["cursor"]), replan_epoch=int(record["epoch"]))
-    except (KeyError, TypeError, ValueError):
-        return False
-    return state_ledger(state).executed(key) is not None
 
 
 class ExternalPlanner:
@@ -159,12 +145,10 @@ class ExternalPlanner:
             return False
         if call is None or call.proposed:
             return True
-        record = call_record(state.planner_state, call.call_id)
-        if record is not None:
-            # Same call id, other intent, and the first intent's write already executed: the
-            # engine's same-key-different-intent case, frozen for a reviewer (DESIGN.md section 5.12).
-            call.conflict = record.get("digest") != call.digest and _executed(state, record)
-            return not call.conflict
+        if call_record(state.planner_state, call.call_id) is not None:
+            # Recorded already: the gateway answers from the checkpoint (the receipt, the wait, or
+            # a conflict its own records explain); nothing is proposed (DESIGN.md section 5.12).
+            return True
         call.epoch = state.replan_epoch
         return False
 
@@ -181,12 +165,6 @@ class ExternalPlanner:
         if planner_state.get("kind") != self.kind or not isinstance(planner_state.get("calls"), dict):
             raise PlannerStateError("planner state was not made by the external planner")
         call = _OFFERED.get()
-        if call is not None and call.conflict:
-            call.proposed = True
-            record = call_record(planner_state, call.call_id) or {}
-            raise PlannerError(f"call id {call.call_id!r} was repeated with another intent after its write "
-                               f"executed (recorded {record.get('digest')}, repeated {call.digest}, cursor "
-                               f"{record.get('cursor')}, epoch {record.get('epoch')})")
         if call is None or call.proposed or call_record(planner_state, call.call_id) is not None:
             raise PlannerError("no unrecorded call is offered to the external planner")
         call.proposed = True

@@ -204,9 +204,10 @@ VARIABLES: tuple[Variable, ...] = (
        "`text` or `json`: one JSON object per line with `run_id` (and `trace_id`/`span_id` while a "
        "span is current) on every line logged in a run's context."),
     # --- notifications (DESIGN.md section 6.10)
-    _V("RATCHET_PUBLIC_BASE_URL", "str", "http://localhost:8000", WEB,
+    _V("RATCHET_PUBLIC_BASE_URL", "str", None, WEB,
        "The absolute http(s) base URL people and agents open the dashboard at: notification links and "
-       "the gateway's `approval_url` are built on it. A host name, not an IP address, if passkeys are used."),
+       "the gateway's `approval_url` are built on it. A host name, not an IP address, if passkeys are used.",
+       default_text="RATCHET_DASHBOARD_URL if set, else http://localhost:8000"),
     _V("RATCHET_NOTIFY_EXPIRY_LEAD_SECONDS", "seconds", 900.0, OBSERVE,
        "An approval whose signed evidence expires within this many seconds is announced as expiring."),
     _V("RATCHET_NOTIFY_MAX_ATTEMPTS", "positive_int", 8, OBSERVE, "Delivery attempts per notification."),
@@ -217,6 +218,12 @@ VARIABLES: tuple[Variable, ...] = (
        "The timeout of one webhook, apprise or SMTP attempt (also Django's EMAIL_TIMEOUT)."),
     _V("RATCHET_NOTIFY_SWEEP_SECONDS", "seconds", 60.0, OBSERVE,
        "Period of the notification sweep: unrecorded events, expiring approvals, due retries."),
+    # --- the client SDK, operator API and MCP reads (DESIGN.md section 5.13)
+    _V("RATCHET_API_TASK_SPECS_DIR", "path", "", GATEWAY,
+       "Where `POST /api/v1/operator/runs` finds the task specs an operator credential may start runs "
+       "from (`<name>.toml`); empty: runs are not started through the API."),
+    _V("RATCHET_GATEWAY_READ_MAX_BYTES", "positive_int", 262144, GATEWAY,
+       "Largest file the gateway's `read_file` answers with, in bytes."),
 )
 
 READ_ELSEWHERE: tuple[Variable, ...] = (

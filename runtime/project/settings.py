@@ -484,7 +484,7 @@ if RATCHET_LOG_FORMAT == "json":
 # Notifications (DESIGN.md section 6.10): links in messages are absolute, built on this public
 # base URL (scheme and host the people who receive them can open; no trailing slash needed).
 # The agent gateway's approval_url uses the same setting.
-RATCHET_PUBLIC_BASE_URL = _read("RATCHET_PUBLIC_BASE_URL").strip().rstrip("/")
+RATCHET_PUBLIC_BASE_URL = _read("RATCHET_PUBLIC_BASE_URL", RATCHET_DASHBOARD_URL or "http://localhost:8000").strip().rstrip("/")
 if not RATCHET_PUBLIC_BASE_URL.startswith(("http://", "https://")) or "://" == RATCHET_PUBLIC_BASE_URL[-3:]:
     raise ImproperlyConfigured(
         "environment variable RATCHET_PUBLIC_BASE_URL must be an absolute http(s) URL, e.g. https://ratchet.example.com")
@@ -509,3 +509,13 @@ EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
 EMAIL_USE_TLS = _typed("EMAIL_USE_TLS", env.bool, False)
 EMAIL_TIMEOUT = RATCHET_NOTIFY_TIMEOUT_SECONDS
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="ratchet@localhost")
+# Client SDK, operator API and MCP reads (DESIGN.md section 5.13): every link the gateway hands
+# out (approval_url) is absolute, built on RATCHET_PUBLIC_BASE_URL (set above, with notifications).
+# Where `POST /api/v1/runs` finds the task specs an operator credential may start runs from
+# (`<name>.toml` in this folder); empty: runs are not started through the API.
+RATCHET_API_TASK_SPECS_DIR = _read("RATCHET_API_TASK_SPECS_DIR")
+# Largest file the gateway's read_file answers with, in bytes.
+RATCHET_GATEWAY_READ_MAX_BYTES = _read("RATCHET_GATEWAY_READ_MAX_BYTES")
+# django-ninja's own app: the API docs page (/api/v1/docs) loads Swagger UI from this process's
+# static files, never from a CDN.
+INSTALLED_APPS += ["ninja"]

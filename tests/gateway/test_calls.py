@@ -11,6 +11,7 @@ from runtime.errors import (
     GatewayPolicyRefusedError,
     GatewayRunStoppedError,
     GatewayUnknownActionError,
+    GatewayWaitingForApprovalError,
 )
 from runtime.gateway.calls import call_submit
 from runtime.models import ReviewCase, Run, TraceEvent
@@ -39,21 +40,56 @@ def test_it_gives_each_call_id_its_own_key(gw):
     assert gw.effects() == {a.idempotency_key: 1, b.idempotency_key: 1}
 
 
-def test_it_freezes_the_run_when_an_executed_call_id_is_repeated_with_other_arguments(gw):
+def test_it_refuses_an_executed_call_id_repeated_with_other_arguments_and_the_run_goes_on(gw):
     first = call_submit(run_id=gw.run_id, call_id="c1", tool="write_file", arguments=NOTE, token=gw.token)
+    generation = Run.objects.get(run_id=gw.run_id).generation
     with pytest.raises(GatewayCallConflictError) as caught:
         call_submit(run_id=gw.run_id, call_id="c1", tool="write_file",
                     arguments={"path": "notes/a.txt", "content": "other\n"}, token=gw.token)
-    assert caught.value.code == "call_conflict" and caught.value.context["frozen"] is True
+    assert caught.value.code == "call_conflict" and not caught.value.retryable
+    assert caught.value.context["executed"] is True and "frozen" not in caught.value.context
+    assert "'c1' was already used with other arguments and its write executed" in caught.value.message
     assert (gw.workspace / "notes/a.txt").read_text() == "hello\n"
-    assert gw.effects() == {first.idempotency_key: 1}
     run = Run.objects.get(run_id=gw.run_id)
-    assert run.phase == "needs_review"
-    [case] = ReviewCase.objects.filter(run_id=gw.run_id)
-    assert case.status == "open"
+    assert run.phase == "running" and run.generation == generation, "nothing committed, nothing frozen"
+    assert not ReviewCase.objects.filter(run_id=gw.run_id).exists()
     again = call_submit(run_id=gw.run_id, call_id="c1", tool="write_file", arguments=NOTE, token=gw.token)
     assert again.repeated and again.receipt == first.receipt  # the original receipt still stands
-    assert gw.effects() == {first.idempotency_key: 1}
+    later = call_submit(run_id=gw.run_id, call_id="c2", tool="write_file",
+                        arguments={"path": "notes/a.txt", "content": "other\n"}, token=gw.token)
+    assert later.status == "executed", "the run takes further calls"
+    assert gw.effects() == {first.idempotency_key: 1, later.idempotency_key: 1}
+
+
+def test_it_derives_a_call_id_when_none_is_sent_so_an_identical_call_is_idempotent(gw):
+    first = call_submit(run_id=gw.run_id, call_id=None, tool="write_file", arguments=NOTE, token=gw.token)
+    assert first.status == "executed" and first.call_id.startswith("d-") and not first.repeated
+    same = call_submit(run_id=gw.run_id, call_id="", tool="write_file", arguments=dict(reversed(NOTE.items())),
+                       token=gw.token)
+    assert same.call_id == first.call_id and same.repeated and same.receipt == first.receipt
+    other = call_submit(run_id=gw.run_id, call_id=None, tool="write_file",
+                        arguments={"path": "notes/a.txt", "content": "bye\n"}, token=gw.token)
+    assert other.call_id != first.call_id and other.status == "executed" and not other.repeated
+    assert gw.effects() == {first.idempotency_key: 1, other.idempotency_key: 1}
+
+
+def test_a_call_while_another_waits_for_approval_answers_waiting_not_stopped(gw, settings):
+    settings.RATCHET_PUBLIC_BASE_URL = "https://ratchet.example.test/"
+    args = {"path": "config/limits.toml", "content": "max = 3\n"}
+    waiting = call_submit(run_id=gw.run_id, call_id="risky", tool="write_file", arguments=args, token=gw.token)
+    assert waiting.approval_url == f"https://ratchet.example.test/runs/{gw.run_id}/"
+    with pytest.raises(GatewayWaitingForApprovalError) as caught:
+        call_submit(run_id=gw.run_id, call_id="next", tool="write_file", arguments=NOTE, token=gw.token)
+    err = caught.value
+    assert err.code == "waiting_for_approval" and err.retryable and err.status == 409
+    assert err.context["approval_url"] == f"https://ratchet.example.test/runs/{gw.run_id}/"
+    assert err.context["waiting_for"] == waiting.idempotency_key
+    [item] = approvals_waiting(run_ids=[gw.run_id])
+    approval_grant(run_id=gw.run_id, approver="olivia", environment_fingerprint=item.environment_fingerprint)
+    assert call_submit(run_id=gw.run_id, call_id="risky", tool="write_file", arguments=args,
+                       token=gw.token).status == "executed"
+    assert call_submit(run_id=gw.run_id, call_id="next", tool="write_file", arguments=NOTE,
+                       token=gw.token).status == "executed", "the retried call goes through"
 
 
 def test_it_refuses_a_call_id_waiting_for_approval_repeated_with_other_arguments_and_changes_nothing(gw):
@@ -75,7 +111,7 @@ def test_it_waits_for_an_approval_then_executes_the_same_call_id_once(gw):
     args = {"path": "config/limits.toml", "content": "max = 3\n"}
     waiting = call_submit(run_id=gw.run_id, call_id="risky", tool="write_file", arguments=args, token=gw.token)
     assert waiting.status == "waiting_for_approval"
-    assert waiting.approval_url.endswith(f"/runs/{gw.run_id}/")
+    assert waiting.approval_url == f"http://localhost:8000/runs/{gw.run_id}/", "absolute by default"
     still = call_submit(run_id=gw.run_id, call_id="risky", tool="write_file", arguments=args, token=gw.token)
     assert still.status == "waiting_for_approval" and still.repeated
     assert not (gw.workspace / "config/limits.toml").exists()

@@ -18,12 +18,15 @@ def _session(token, fn):
     return anyio.run(main)
 
 
-def test_it_lists_the_runs_tools_with_a_required_call_id(gw):
+def test_it_lists_the_runs_tools_with_an_optional_call_id_and_the_read_tools(gw):
     async def names(client):
         return {t.name: t for t in (await client.list_tools()).tools}
     tools = _session(gw.token, names)
-    assert set(tools) == {"write_file", "delete_file", "finish"}
-    assert "call_id" in tools["write_file"].input_schema["required"]
+    assert set(tools) == {"write_file", "delete_file", "finish", "read_file", "list_directory", "run_status",
+                          "list_receipts", "pending_approval"}
+    assert "call_id" in tools["write_file"].input_schema["properties"]
+    assert "call_id" not in tools["write_file"].input_schema["required"]
+    assert tools["read_file"].annotations.read_only_hint is True
 
 
 def test_it_executes_a_tool_call_once_per_call_id(gw):
@@ -40,7 +43,7 @@ def test_it_executes_a_tool_call_once_per_call_id(gw):
 @pytest.mark.parametrize(("tool", "arguments", "code"), [
     ("format_disk", {"call_id": "x"}, "unknown_action"),
     ("write_file", {"call_id": "x", "path": "notes/a.txt"}, "invalid_input"),
-    ("write_file", {"path": "notes/a.txt", "content": "no call id"}, "invalid_input"),
+    ("write_file", {"call_id": "no spaces allowed", "path": "notes/a.txt", "content": "x"}, "invalid_input"),
     ("write_file", {"call_id": "x", "path": "secrets/a.txt", "content": "x"}, "policy_refused"),
 ])
 def test_it_answers_bad_tool_calls_with_a_typed_error(gw, tool, arguments, code):

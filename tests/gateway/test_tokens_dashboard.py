@@ -35,6 +35,23 @@ def test_an_operator_revokes_a_token_and_the_next_call_is_refused(gw, django_use
         token_authorise(token=gw.token, run_id=gw.run_id)
 
 
+def test_an_operator_issues_a_token_whose_secret_is_shown_once_and_works(gw, django_user_model):
+    client = _client(django_user_model, "operator")
+    url = reverse("review:run-tokens", args=[gw.run_id])
+    page = client.get(url).content.decode()
+    assert 'name="intent" value="issue"' in page and 'value="write_file"' in page
+    issued = client.post(url, {"intent": "issue", "agent": "from-dashboard", "actions": ["write_file"]})
+    assert issued.status_code == 200 and "no-store" in issued["Cache-Control"]
+    row = GatewayToken.objects.get(agent="from-dashboard")
+    body = issued.content.decode()
+    start = body.index(f"rgw_{row.token_id}_")
+    token = body[start:body.index("<", start)]
+    assert token_authorise(token=token, run_id=gw.run_id).actions == ["write_file"]
+    assert token.split("_", 2)[2] not in client.get(url).content.decode(), "shown once, never again"
+    refused = client.post(url, {"intent": "issue", "actions": ["format_disk"]})
+    assert refused.status_code == 422 and GatewayToken.objects.filter(run_id=gw.run_id).count() == 2
+
+
 @pytest.mark.parametrize(("role", "status"), [(None, 403), ("reviewer", 403)])
 def test_only_operators_reach_the_tokens_page(gw, django_user_model, role, status):
     client = _client(django_user_model, role)

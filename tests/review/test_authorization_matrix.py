@@ -399,6 +399,31 @@ def test_it_lets_only_the_right_roles_post_to_pages_that_take_a_change(
         assert unquote(response["Location"]).startswith(f"/accounts/login/?next={urls[name]}")
 
 
+# The tokens page's second change: issuing a token answers the page itself (200) with the secret
+# shown once, never a redirect that would have to carry it.
+ISSUE_TOKEN = {**OPERATE, "operator": 200, "admin": 200}
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_it_lets_only_the_right_roles_issue_a_token_from_the_tokens_page(client_for, urls, persona: str) -> None:
+    expected = ISSUE_TOKEN[persona]
+    before = _live_tokens()
+    client = client_for(persona, enforce_csrf_checks=True)
+    data = {"intent": "issue", "agent": "matrix-issued", "csrfmiddlewaretoken": _csrf_token(client)}
+    response = client.post(urls["run-tokens"], data)
+    assert response.status_code == expected, response.content[:300]
+    if expected == 200:
+        [new] = _live_tokens() - before
+        assert f"rgw_{new}_".encode() in response.content, "the secret is shown this once"
+        assert "no-store" in response["Cache-Control"]
+    else:
+        assert _live_tokens() == before, "no token without the role"
+    if expected == 302:
+        assert unquote(response["Location"]).startswith(f"/accounts/login/?next={urls['run-tokens']}")
+    without_csrf = client_for(persona, enforce_csrf_checks=True).post(urls["run-tokens"], {"intent": "issue"})
+    assert without_csrf.status_code in (302, 403) and len(_live_tokens() - before) <= 1
+
+
 @pytest.mark.parametrize("persona", ["operator", "reviewer", "admin"])
 @pytest.mark.parametrize("name", sorted(POSTABLE_PAGES))
 def test_no_change_goes_through_a_page_without_csrf(

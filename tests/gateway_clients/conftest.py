@@ -1,0 +1,69 @@
+"""A live web process (``manage.py runserver``, a real child on the test database) for the clients."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.support import free_port, write_external_task
+from tests.helpers.procs import MANAGE, ROOT, child_env
+
+PUBLIC = "https://ratchet.example.test"
+"""The public base URL the web process is told it is reached at (links only; nothing dials it)."""
+
+
+@dataclass
+class Web:
+    base_url: str
+    specs: Path
+    """The folder of task specs the operator API starts runs from (``task`` is an external run)."""
+    proc: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def workspace(self) -> Path:
+        return self.specs / "ws"
+
+
+def web_start(port: int, specs: Path) -> subprocess.Popen[bytes]:
+    """``manage.py runserver`` on ``port`` once it accepts connections (our own child)."""
+    env = child_env(RATCHET_API_TASK_SPECS_DIR=str(specs), RATCHET_PUBLIC_BASE_URL=PUBLIC,
+                    RATCHET_LEASE_SECONDS="2")
+    proc = subprocess.Popen([sys.executable, str(MANAGE), "runserver", f"127.0.0.1:{port}", "--noreload"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 90  # a loaded machine imports Django slowly
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        if proc.poll() is not None:
+            raise AssertionError(f"the web process exited: {proc.stderr.read() if proc.stderr else b''!r}")
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise AssertionError("the web process did not start")
+
+
+def web_kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL our own web child (by its handle) and collect it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=30)
+
+
+@pytest.fixture
+def web(tmp_path: Path, ratchet_keys, transactional_db) -> Iterator[Web]:
+    write_external_task(tmp_path)
+    port = free_port()
+    live = Web(base_url=f"http://127.0.0.1:{port}", specs=tmp_path, proc=web_start(port, tmp_path), port=port)
+    try:
+        yield live
+    finally:
+        web_kill(live.proc)
