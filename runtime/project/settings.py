@@ -443,3 +443,18 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
 }
+
+# --- Production process layout: static files served by the web process ------------------------
+# WhiteNoise serves /static/ from the web process itself (no separate file server), with
+# far-future cache headers on content-hashed names once `manage.py collectstatic` has filled
+# RATCHET_STATIC_ROOT and RATCHET_STATIC_MANIFEST=1 is set (production, runtime/docs/guides/deploy.md).
+# Without the manifest it serves the source folders directly, so the embedded default needs no
+# collectstatic step.
+STATIC_ROOT = Path(env.str("RATCHET_STATIC_ROOT", default=str(VAR_DIR / "staticfiles")))
+RATCHET_STATIC_MANIFEST = _typed("RATCHET_STATIC_MANIFEST", env.bool, False)
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+                  "whitenoise.middleware.WhiteNoiseMiddleware")
+if RATCHET_STATIC_MANIFEST:
+    STORAGES["staticfiles"] = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
+WHITENOISE_USE_FINDERS = not RATCHET_STATIC_MANIFEST
+WHITENOISE_AUTOREFRESH = DEBUG
