@@ -100,8 +100,8 @@ class Drill:
                                  f"{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
         return result.stdout
 
-    def worker(self, code: Code, *args: str, name: str) -> Worker:
-        """``manage.py worker ARGS --hostname NAME@drill`` of ``code``, once ready."""
+    def worker(self, code: Code, *args: str, name: str, wait: bool = True) -> Worker:
+        """``manage.py worker ARGS --hostname NAME@drill`` of ``code`` (once ready, if ``wait``)."""
         manage = code.source / "manage.py" if code.source != ROOT else MANAGE
         log = self.directory / f"worker-{name}.log"
         # In the release's own folder: Celery puts the working directory first on sys.path, where
@@ -113,7 +113,8 @@ class Drill:
                                     start_new_session=True)
         worker = Worker(name=name, proc=proc, log=log)
         self.workers.append(worker)
-        worker.wait_ready(timeout=120)
+        if wait:
+            worker.wait_ready(timeout=120)
         return worker
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:

@@ -48,6 +48,13 @@ def _run_id(stdout: str) -> str:
     return match.group(1)
 
 
+def _migrate(drill: Drill, code: Code) -> None:
+    """``migrate`` the main database and the mark store, side by side."""
+    for result in [finish(child, timeout=300) for child in
+                   (drill.spawn(code, "migrate", "-v0"), drill.spawn(code, "migrate", "--database", "hwm", "-v0"))]:
+        assert result.returncode == 0, f"{code.name}: migrate failed:\n{result.stderr[-3000:]}"
+
+
 def _nodes(drill: Drill, run_id: str) -> list[str]:
     """The worker nodes that took the run's lease since the upgrade, in order (de-duplicated runs)."""
     nodes = [e["worker"].split("@")[0] for e in drill.events(run_id, "lease.acquired") if "@drill" in e["worker"]]
@@ -78,11 +85,11 @@ def test_runs_in_flight_survive_the_upgrade_each_on_its_own_code(tmp_path: Path,
     installed = time.monotonic()
 
     # --- The previous release, in production: runs in flight. -----------------------------------
-    drill.manage_ok(old, "migrate", "-v0")
-    drill.manage_ok(old, "migrate", "--database", "hwm", "-v0")
+    _migrate(drill, old)
     waiting_spec = write_scripted_task(tmp_path / "waiting", steps=APPROVAL_STEPS, approval_risks=("high",))
     frozen_spec = write_scripted_task(tmp_path / "frozen", steps=THREE)
     killed_spec = write_scripted_task(tmp_path / "killed", steps=THREE)
+    fresh_spec = write_scripted_task(tmp_path / "fresh", steps=THREE)  # the same task, a workspace of its own
     # Three processes of the previous release at once (each pays Django's start-up).
     children = [drill.spawn(old, "run", str(waiting_spec), "--no-progress"),
                 drill.spawn(old, "run", str(frozen_spec), "--max-steps", "3", "--no-progress"),
@@ -104,40 +111,45 @@ def test_runs_in_flight_survive_the_upgrade_each_on_its_own_code(tmp_path: Path,
     old_ran = time.monotonic()
 
     # --- The upgrade: migrate, register the new combination, start its workers. -----------------
-    drill.manage_ok(new, "migrate", "-v0")
-    drill.manage_ok(new, "migrate", "--database", "hwm", "-v0")
-    registered = drill.manage_ok(new, "combinations", "register", str(killed_spec), "--share", "1",
+    _migrate(drill, new)
+    registered = drill.manage_ok(new, "combinations", "register", str(fresh_spec), "--share", "1",
                                   "--by", "ops", "--reason", f"upgrade from {version}")
     new_combination_id = registered.split()[0]
     assert new_combination_id.startswith("sha256:") and new_combination_id != old_combination_id, (
         "the current code's combination must differ from the previous release's: bump the version in "
         "pyproject.toml when the code changes (runtime/docs/guides/upgrade.md)")
-    current = drill.worker(new, "--no-beat", "--combinations", new_combination_id, name="current")
+    current = drill.worker(new, "--no-beat", "--combinations", new_combination_id, name="current", wait=False)
 
-    # A current worker handed an old run refuses it: nothing runs under changed code.
-    producer = Celery("drill-producer", broker=DRILL_REDIS_URL, set_as_current=False)
-    producer.send_task("ratchet.advance_run", args=[killed], queue="ratchet.c." + new_combination_id[7:19])
-    [refused] = drill.wait_event(killed, "combination.refused")
-    assert refused["worker"].startswith("current@") and refused["error"] == "PluginVersionMismatchError", refused
-    assert not [e for e in drill.events(killed, "lease.acquired") if e["worker"].startswith("current@")] or \
-        drill.phase(killed)[0] in ("running", "pending")
-
-    # The previous release's worker (with the sweeper) keeps the default queue.
-    previous = drill.worker(old, name="previous")
+    # The current code does not approve an old run: approving restores it, under changed code.
     [item] = [json.loads(line) for line in drill.manage_ok(new, "approvals", "list").splitlines()
               if line.startswith("{") and json.loads(line)["run_id"] == waiting]
     before = drill.phase(waiting)
     approve = ("approvals", "approve", waiting, "--approver", "olivia",
                "--fingerprint", item["environment_fingerprint"])
-    refused_approval = drill.manage(new, *approve)  # the current code does not restore an old run
+    refused_approval = drill.manage(new, *approve)
     assert refused_approval.returncode != 0 and "was created with" in refused_approval.stderr, \
         refused_approval.stderr[-2000:]
     assert drill.phase(waiting) == before and not drill.events(waiting, "approval.granted")
-    approved = drill.manage_ok(old, *approve)  # the previous release's dashboard or command approves its runs
-    assert "run " + waiting in approved
+
+    # A current worker handed an old run refuses it: nothing runs under changed code.
+    current.wait_ready(timeout=120)
+    producer = Celery("drill-producer", broker=DRILL_REDIS_URL, set_as_current=False)
+    producer.send_task("ratchet.advance_run", args=[killed], queue="ratchet.c." + new_combination_id[7:19])
+    producer.close()
+    # The previous release's worker (with the sweeper) keeps the default queue; it starts
+    # while the current worker handles that message (Django's start-up takes seconds).
+    previous = drill.worker(old, name="previous", wait=False)
+    [refused] = drill.wait_event(killed, "combination.refused")
+    assert refused["worker"].startswith("current@") and refused["error"] == "PluginVersionMismatchError", refused
+
+    # The previous release's dashboard (or command) approves its run; the current code starts a new one.
+    approving = drill.spawn(old, *approve)
     started = drill.manage_ok(new, "shell", "-c", (
         "from runtime.engine import run_start; from runtime.workers.dispatch import run_enqueue; "
-        f"run_id = run_start(spec_path={str(killed_spec)!r}); run_enqueue(run_id=run_id); print('run', run_id)"))
+        f"run_id = run_start(spec_path={str(fresh_spec)!r}); run_enqueue(run_id=run_id); print('run', run_id)"))
+    approved = finish(approving, timeout=180)
+    assert approved.returncode == 0 and "run " + waiting in approved.stdout, approved.stderr[-2000:]
+    previous.wait_ready(timeout=120)
     fresh = _run_id(started)
 
     for run_id in (killed, waiting, fresh):
@@ -152,7 +164,7 @@ def test_runs_in_flight_survive_the_upgrade_each_on_its_own_code(tmp_path: Path,
     assert set(_nodes(drill, waiting)) == {"previous"} and set(_nodes(drill, fresh)) == {"current"}
     assert drill.phase(frozen) == ("needs_review", frozen_generation)
     drill.manage_ok(new, "checkpoint", "verify", frozen)
-    for directory, writes in (("waiting", 2), ("killed", 6), ("frozen", 1)):
+    for directory, writes in (("waiting", 2), ("killed", 3), ("frozen", 1), ("fresh", 3)):
         effects = effects_by_key(tmp_path / directory / "ws")
         assert len(effects) == writes and set(effects.values()) == {1}, (directory, effects)
     assert [drill.phase(r)[0] for r in (waiting, frozen, killed, fresh)] == \
