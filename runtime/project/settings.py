@@ -457,4 +457,7 @@ MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddlewar
 if RATCHET_STATIC_MANIFEST:
     STORAGES["staticfiles"] = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
 WHITENOISE_USE_FINDERS = not RATCHET_STATIC_MANIFEST
+if not RATCHET_STATIC_MANIFEST:
+    # WhiteNoise also serves STATIC_ROOT and warns on every start while it does not exist.
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_AUTOREFRESH = DEBUG

@@ -134,11 +134,11 @@ def test_runs_in_flight_survive_the_upgrade_each_on_its_own_code(tmp_path: Path,
     producer = Celery("drill-producer", broker=DRILL_REDIS_URL, set_as_current=False)
     producer.send_task("ratchet.advance_run", args=[killed], queue="ratchet.c." + new_combination_id[7:19])
     producer.close()
-    # The previous release's worker (with the sweeper) keeps the default queue; it starts
-    # while the current worker handles that message (Django's start-up takes seconds).
-    previous = drill.worker(old, name="previous", wait=False)
     [refused] = drill.wait_event(killed, "combination.refused")
     assert refused["worker"].startswith("current@") and refused["error"] == "PluginVersionMismatchError", refused
+
+    # The previous release's worker (with the sweeper) keeps the default queue.
+    previous = drill.worker(old, name="previous", wait=False)
 
     # The previous release's dashboard (or command) approves its run; the current code starts a new one.
     approving = drill.spawn(old, *approve)
