@@ -224,6 +224,12 @@ VARIABLES: tuple[Variable, ...] = (
        "from (`<name>.toml`); empty: runs are not started through the API."),
     _V("RATCHET_GATEWAY_READ_MAX_BYTES", "positive_int", 262144, GATEWAY,
        "Largest file the gateway's `read_file` answers with, in bytes."),
+    # --- the production process layout (runtime/docs/guides/deploy.md)
+    _V("RATCHET_STATIC_ROOT", "path", None, WEB, "Where `manage.py collectstatic` puts the static files.",
+       default_text="$RATCHET_VAR_DIR/staticfiles", setting="STATIC_ROOT"),
+    _V("RATCHET_STATIC_MANIFEST", "bool", False, WEB,
+       "Serve the content-hashed files `collectstatic` wrote (WhiteNoise, far-future cache headers); "
+       "production sets 1 after `collectstatic`."),
 )
 
 READ_ELSEWHERE: tuple[Variable, ...] = (

@@ -519,3 +519,20 @@ RATCHET_GATEWAY_READ_MAX_BYTES = _read("RATCHET_GATEWAY_READ_MAX_BYTES")
 # django-ninja's own app: the API docs page (/api/v1/docs) loads Swagger UI from this process's
 # static files, never from a CDN.
 INSTALLED_APPS += ["ninja"]
+# --- Production process layout: static files served by the web process ------------------------
+# WhiteNoise serves /static/ from the web process itself (no separate file server), with
+# far-future cache headers on content-hashed names once `manage.py collectstatic` has filled
+# RATCHET_STATIC_ROOT and RATCHET_STATIC_MANIFEST=1 is set (production, runtime/docs/guides/deploy.md).
+# Without the manifest it serves the source folders directly, so the embedded default needs no
+# collectstatic step.
+STATIC_ROOT = Path(_read("RATCHET_STATIC_ROOT", str(VAR_DIR / "staticfiles")))
+RATCHET_STATIC_MANIFEST = _read("RATCHET_STATIC_MANIFEST")
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+                  "whitenoise.middleware.WhiteNoiseMiddleware")
+if RATCHET_STATIC_MANIFEST:
+    STORAGES["staticfiles"] = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
+WHITENOISE_USE_FINDERS = not RATCHET_STATIC_MANIFEST
+if not RATCHET_STATIC_MANIFEST:
+    # WhiteNoise also serves STATIC_ROOT and warns on every start while it does not exist.
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+WHITENOISE_AUTOREFRESH = DEBUG

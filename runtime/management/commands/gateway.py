@@ -10,10 +10,16 @@ served by the web server under ``/api/v1/``.
 from __future__ import annotations
 
 import os
+import signal
+from types import FrameType
 from typing import Any
 
 import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 class Command(BaseCommand):
@@ -60,4 +66,7 @@ class Command(BaseCommand):
         app = SessionAdmission(gateway_server().streamable_http_app(host=options["host"],
                                                                     transport_security=binding.security))
         self.stderr.write(f"MCP gateway on http://{options['host']}:{options['port']}/mcp")
+        # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+        # it found: this one, so a stop by the supervisor ends in exit 0 (runtime/docs/guides/deploy.md).
+        signal.signal(signal.SIGTERM, _stopped)
         uvicorn.run(app, host=options["host"], port=options["port"], log_level="warning")
