@@ -79,6 +79,8 @@ class Verdict:
         steps: checkpoints this call committed.
         writes: writes the plan has passed (the plan cursor; 0 before the first).
         recovered: this call recovered from a worker that died or stalled.
+        stop_detail: what a person reads first about a freeze or failure (the adapter's refusal
+            reason, the planner's error; at most 4000 characters), or ``None``.
     """
 
     run_id: str
@@ -90,17 +92,23 @@ class Verdict:
     steps: int
     writes: int
     recovered: bool
+    stop_detail: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The verdict as a JSON-ready dict (the ``--json`` object)."""
         return asdict(self)
 
     def line(self) -> str:
-        """One human-readable line: ``verdict: <phase> (<reason>) generation=.. writes=..``."""
+        """The human-readable verdict: ``verdict: <phase> (<reason>) generation=.. writes=..``,
+        preceded by a ``reason: ...`` line when the run froze or failed with a detail (so the
+        terminal says why, not only the dashboard)."""
         reason = f" ({self.stop_reason})" if self.stop_reason else ""
         recovered = " recovered" if self.recovered else ""
-        return (f"verdict: {self.phase}{reason} generation={self.generation} writes={self.writes}"
-                f"{recovered} exit={self.exit_code}")
+        verdict = (f"verdict: {self.phase}{reason} generation={self.generation} writes={self.writes}"
+                   f"{recovered} exit={self.exit_code}")
+        if self.stop_detail and self.exit_code not in (RunExit.COMPLETED, RunExit.UNFINISHED):
+            return f"reason: {' '.join(self.stop_detail.split())}\n{verdict}"
+        return verdict
 
 
 def run_verdict(*, report: StepReport) -> Verdict:
@@ -123,6 +131,7 @@ def run_verdict(*, report: StepReport) -> Verdict:
         steps=report.steps,
         writes=max(report.cursor, 0),
         recovered=report.recovered,
+        stop_detail=report.stop_detail,
     )
 
 

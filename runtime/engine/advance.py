@@ -19,6 +19,7 @@ from django.db import DatabaseError
 from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
+from runtime.engine.blocked import BLOCKING_ERRORS, run_block
 from runtime.core.tracing import run_scope, run_span, span, span_annotate, tracing_enabled
 from runtime.engine.cancel import cancel_requested, run_cancel
 from runtime.engine.credentials import credentials_recheck
@@ -58,6 +59,9 @@ class StepReport:
     cursor: int
     recovered: bool = False
     events: list[str] = field(default_factory=list)
+    stop_detail: str | None = None
+    """What a person reads first about a freeze or failure (the adapter's refusal, the
+    planner's error), or None."""
 
 
 def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None = None,
@@ -139,7 +143,12 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
         recovery.emit(error=exc)
         payload = {"error": type(exc).__name__, "message": str(exc)[:500],
                    "duration_seconds": round(time.monotonic() - started, 6)}
-        if recovering:
+        if isinstance(exc, BLOCKING_ERRORS):
+            # This worker lacks the run's code: the run is blocked, not broken, and a recovery
+            # in progress stays undecided until a worker that has the code drives it
+            # (runtime/engine/blocked.py).
+            run_block(run_id=run_id, worker=worker, error=exc)
+        elif recovering:
             trace_append(run_id=run_id, event_type="recovery.failed", payload=payload)
         elif isinstance(exc, CheckpointError | SigningError):
             # A restore that fails closed when nobody crashed is no failed recovery (the metrics
@@ -191,7 +200,7 @@ def _report(session: RunSession, recovered: bool) -> StepReport:
     return StepReport(run_id=session.run_id, phase=s.phase.value,
                       stop_reason=s.stop_reason.value if s.stop_reason else None, steps=session.steps,
                       generation=session.generation, cursor=s.cursor, recovered=recovered,
-                      events=list(session.events))
+                      events=list(session.events), stop_detail=s.stop_detail or None)
 
 
 def run_step(session: RunSession) -> None:

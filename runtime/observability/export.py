@@ -36,6 +36,8 @@ COUNTERS = {
     "review_cases_resolved": "Review cases decided (replanned or aborted).",
     "approvals_requested": "Approvals requested.",
     "approvals_expired": "Approvals that expired before a decision.",
+    "runs_blocked": ("Times a worker could not drive a run for want of its plug-in code (not a failed "
+                     "recovery: install the plug-in and restart the workers)."),
 }
 
 _HISTOGRAM = "recovery_duration"

@@ -51,6 +51,7 @@ _SIMPLE = {
     "review.aborted": "review_cases_resolved",
     "approval.requested": "approvals_requested",
     "approval.expired": "approvals_expired",
+    "run.blocked": "runs_blocked",
 }
 
 Increments = Counter

@@ -88,12 +88,17 @@ class LoadedPlugin:
     options_model: type[BaseModel]
 
     def options(self, data: Mapping[str, Any]) -> BaseModel:
-        """Validate ``data`` with the plug-in's options model.
+        """Validate ``data`` with the plug-in's options model, refusing unknown fields.
+
+        A model that does not itself forbid extra fields (pydantic ignores them by default) is
+        validated through :func:`options_forbidding`, so a misspelt option is an error naming
+        its TOML path for every plug-in, not only for those built on ``StrictOptions``. A model
+        that declares ``extra="allow"`` asked for free-form fields and keeps them.
 
         Raises:
             pydantic.ValidationError: the caller renders it with each field's TOML path.
         """
-        return self.options_model.model_validate(dict(data))
+        return options_forbidding(self.options_model).model_validate(dict(data))
 
     def build(self, *, options: BaseModel, context: Any) -> Any:
         """Construct the plug-in.
@@ -109,6 +114,25 @@ class LoadedPlugin:
                 f"constructed: {type(exc).__name__}: {str(exc)[:300]}",
                 group=self.identity.group, plugin=self.identity.name, entry=self.identity.entry,
             ) from exc
+
+
+@functools.cache
+def options_forbidding(model: type[BaseModel]) -> type[BaseModel]:
+    """``model``, or a subclass of it that refuses unknown fields (DESIGN.md section 5.10).
+
+    Args:
+        model: a plug-in's pydantic options model.
+
+    Returns:
+        ``model`` itself when it already forbids extra fields or declares ``extra="allow"``;
+        otherwise a subclass with ``extra="forbid"`` and the same name, fields and validators,
+        so the plug-in receives an instance of its own model (``isinstance`` holds).
+    """
+    if model.model_config.get("extra") in ("forbid", "allow"):
+        return model
+    config = {**model.model_config, "extra": "forbid"}
+    return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__,
+                                           "__qualname__": model.__qualname__})
 
 
 def plugin(options: type[BaseModel]) -> Callable[[F], F]:

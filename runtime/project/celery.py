@@ -153,6 +153,6 @@ def _sweep_at_startup(**_: Any) -> None:
     broker that refuses the message is logged; beat's next sweep does the same work.
     """
     try:
-        app.send_task(STARTUP_SWEEP_TASK, ignore_result=True)
+        app.send_task(STARTUP_SWEEP_TASK, kwargs={"startup": True}, ignore_result=True)
     except Exception:  # a start-up nicety must never keep the worker from running
         logging.getLogger("runtime.project.celery").exception("start-up sweep could not be sent")

@@ -185,6 +185,9 @@ VARIABLES: tuple[Variable, ...] = (
     _V("CELERY_TASK_DEFAULT_QUEUE", "str", "ratchet", CELERY, "The queue runs are sent to."),
     _V("RATCHET_SWEEP_SECONDS", "seconds", 10.0, CELERY,
        "Seconds between sweeps for runs whose worker died or that nobody drives."),
+    _V("RATCHET_BLOCKED_RETRY_SECONDS", "seconds", 300.0, CELERY,
+       "How long a blocked run (a worker lacked its plug-in, DESIGN.md section 5.14) waits before a "
+       "periodic sweep tries it again; a starting worker's sweep tries every blocked run at once."),
     _V("RATCHET_TASK_SLICE_SECONDS", "seconds", 2.0, CELERY,
        "How long one task drives its run before it looks whether other runs wait (DESIGN.md section 5.7)."),
     _V("RATCHET_TASK_MAX_SECONDS", "seconds", 60.0, CELERY,

@@ -392,6 +392,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Seconds between sweeps for runs whose worker died (lease expired by the database clock) or that
 # nobody is driving (lease free, untouched for this long).
 RATCHET_SWEEP_SECONDS = _read("RATCHET_SWEEP_SECONDS")
+# Seconds a blocked run (a worker lacked its plug-in, DESIGN.md section 5.14) waits before a
+# periodic sweep tries it again; a starting worker's sweep tries every blocked run at once.
+RATCHET_BLOCKED_RETRY_SECONDS = _read("RATCHET_BLOCKED_RETRY_SECONDS")
 # How long one advance_run task keeps driving its run (seconds) before it looks whether other
 # runs wait for a worker: it keeps the lease, the restored session and the warm adapter while it
 # works, and hands the run back to the queue only when others wait (a time slice, so no run

@@ -10,6 +10,10 @@ no trace scan). Thresholds, per tenant and task, from settings with safe default
   bound of the histogram bucket holding the 95th percentile (same minimum count);
 * ``max_duplicates`` (0): duplicate submissions; one duplicate closes admission at once.
 
+Blocked runs (a worker lacked a run's plug-in, DESIGN.md section 5.14) are reported beside them
+(``blocked``) and close nothing: they are no failed recovery, and what fixes them is a worker
+restart, not a closed gate.
+
 ``RATCHET_ADMISSION_THRESHOLDS`` (JSON ``{"tenant/task" | "tenant/*" | "*": {name: value}}``)
 overrides them, and admins' overrides in the dashboard override both
 (``runtime.rollout.admission_thresholds``). The first refusal after a re-open records an
@@ -61,6 +65,8 @@ class AdmissionState:
     metric: str | None = None
     value: float | None = None
     threshold: float | None = None
+    blocked: int = 0
+    """Times in the window a worker could not drive a run for want of its plug-in (informational)."""
 
     @property
     def open(self) -> bool:
@@ -94,7 +100,8 @@ def admission_state(*, tenant_id: str, task_id: str) -> AdmissionState:
              .order_by("-decided_at").values_list("decided_at", flat=True).first())
     cells = MetricCounter.objects.filter(tenant_id=tenant_id, task_id=task_id, window_start__gte=int(start),
                                          name__in=("recoveries_succeeded", "recoveries_failed",
-                                                   "duplicate_submissions", "recovery_duration_bucket"))
+                                                   "duplicate_submissions", "recovery_duration_bucket",
+                                                   "runs_blocked"))
     if since is not None:
         cells = cells.filter(window_start__gt=int(since.timestamp()))
     rows = cells.values("name", "label").annotate(total=Sum("value")).order_by()
@@ -111,7 +118,7 @@ def admission_state(*, tenant_id: str, task_id: str) -> AdmissionState:
     p95 = _p95_upper_bound(buckets)
     duplicates = int(sums.get("duplicate_submissions", 0))
     state = dict(tenant_id=tenant_id, task_id=task_id, recoveries=decided, success_rate=rate, p95_seconds=p95,
-                 duplicates=duplicates, since=since)
+                 duplicates=duplicates, since=since, blocked=int(sums.get("runs_blocked", 0)))
     if duplicates > limits.max_duplicates:
         return AdmissionState(**state, metric="duplicate_submissions", value=duplicates,
                               threshold=limits.max_duplicates)

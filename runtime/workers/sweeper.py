@@ -21,6 +21,11 @@ event clears the mark. The same goes for a run recovered ``max_recoveries`` time
 generation without committing anything since: whatever kills its step is deterministic (a
 poison run), and re-queueing it forever is the "retry blindly" DESIGN.md section 5 forbids.
 
+A run whose newest event is ``run.blocked`` (a worker lacked its plug-in, DESIGN.md section 5.14)
+is re-queued by every sweep a worker sends when it starts (a restarted worker may have the code
+now) and otherwise only once the block is ``blocked_retry_seconds`` old, so a worker that still
+lacks the code does not trace a block on every sweep.
+
 How soon the sweeper looks (DESIGN.md section 5.7): a sweep runs when a worker starts and on
 beat's period, and each of those asks :func:`lease_expiry_next` when the next live lease runs
 out; if that is before the next periodic sweep, one more sweep is scheduled for that moment, so
@@ -66,8 +71,8 @@ class RecoveryCandidate:
 
 
 def runs_needing_recovery(*, idle_seconds: float = 0.0, limit: int | None = None,
-                          max_recoveries: int = MAX_RECOVERIES_PER_GENERATION
-                          ) -> list[RecoveryCandidate]:
+                          max_recoveries: int = MAX_RECOVERIES_PER_GENERATION,
+                          blocked_retry_seconds: float | None = None) -> list[RecoveryCandidate]:
     """Live runs whose lease expired, or is free and untouched for ``idle_seconds`` seconds.
 
     Both tests use the database clock (``Now()``), never this machine's. Oldest first, so a
@@ -79,6 +84,9 @@ def runs_needing_recovery(*, idle_seconds: float = 0.0, limit: int | None = None
         limit: at most this many runs are considered (None: all).
         max_recoveries: leave out a run with this many ``recovery.succeeded`` events at its
             current generation (>= 1).
+        blocked_retry_seconds: leave out a run whose newest event is a ``run.blocked`` younger
+            than this (seconds, >= 0, by the database clock); None re-queues blocked runs at once
+            (the sweep a starting worker sends).
 
     Raises:
         ValueError: ``idle_seconds`` is negative, ``limit`` or ``max_recoveries`` below 1.
@@ -89,6 +97,8 @@ def runs_needing_recovery(*, idle_seconds: float = 0.0, limit: int | None = None
         raise ValueError("limit must be >= 1")
     if max_recoveries < 1:
         raise ValueError("max_recoveries must be >= 1")
+    if blocked_retry_seconds is not None and blocked_retry_seconds < 0:
+        raise ValueError("blocked_retry_seconds must be >= 0")
     idle_before = ExpressionWrapper(Now() - timedelta(seconds=idle_seconds),
                                     output_field=models.DateTimeField())
     expired = ~Q(owner_worker="") & (
@@ -98,8 +108,14 @@ def runs_needing_recovery(*, idle_seconds: float = 0.0, limit: int | None = None
     failed_closed = Exists(TraceEvent.objects.filter(
         run_id=OuterRef("run_id"), seq=OuterRef("trace_seq"),
         event_type__in=("recovery.failed", "restore.refused")))
-    rows = (Run.objects.filter(expired | idle, phase__in=LIVE_PHASES)
-            .exclude(failed_closed)
+    rows = Run.objects.filter(expired | idle, phase__in=LIVE_PHASES).exclude(failed_closed)
+    if blocked_retry_seconds is not None:
+        blocked_since = ExpressionWrapper(Now() - timedelta(seconds=blocked_retry_seconds),
+                                          output_field=models.DateTimeField())
+        rows = rows.exclude(Exists(TraceEvent.objects.filter(
+            run_id=OuterRef("run_id"), seq=OuterRef("trace_seq"), event_type="run.blocked",
+            created_at__gt=blocked_since)))
+    rows = (rows
             .order_by("updated_at", "run_id")
             .values_list("run_id", "generation", "owner_worker"))
     if limit is not None:

@@ -49,10 +49,13 @@ from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from runtime.core.tracing import run_scope
 from runtime.engine import run_advance
+from runtime.engine.blocked import RESTART_HINT
 from runtime.errors import (
     CheckpointError,
     LeaseHeldError,
     LeaseLostError,
+    PluginLoadError,
+    PluginNotFoundError,
     PluginVersionMismatchError,
     RatchetError,
     SigningError,
@@ -204,6 +207,11 @@ def _advance_run_once(*, run_id: str, generation: int | None, worker: str) -> st
         log.error("advance_run: run %s is pinned to other code than %s runs; refusing: %s", run_id, worker, exc)
         combination_refusal_trace(run_id=run_id, worker=worker, error=exc)
         return "wrong-combination"
+    except (PluginNotFoundError, PluginLoadError) as exc:
+        # Traced as run.blocked by the engine (runtime/engine/blocked.py): this worker lacks the
+        # run's code; a worker that has it takes the run on the sweeper's next delivery.
+        log.error("advance_run: run %s is blocked on %s: %s; %s", run_id, worker, exc, RESTART_HINT)
+        return "blocked"
     except (CheckpointError, SigningError) as exc:
         log.error("advance_run: run %s cannot be restored and needs a human (not retried): %s",
                   run_id, exc)
@@ -288,7 +296,7 @@ FOLLOW_UP_MIN_SECONDS = 0.25
 
 @shared_task(name=SWEEP_TASK, acks_late=True, ignore_result=True,
              autoretry_for=CONNECTION_ERRORS, retry_backoff=True, max_retries=3)
-def sweep_expired_leases(until: float | None = None) -> int:
+def sweep_expired_leases(until: float | None = None, startup: bool = False) -> int:
     """Re-queue live runs whose lease expired or that nobody drives (``runtime.workers.sweeper``).
 
     Beat sends it every ``RATCHET_SWEEP_SECONDS`` seconds and every worker once at start-up
@@ -306,12 +314,16 @@ def sweep_expired_leases(until: float | None = None) -> int:
     Args:
         until: None from beat and at start-up; the chain's deadline (epoch seconds, this
             worker's clock, used only to decide when to look again) for a follow-up.
+        startup: True for the sweep a starting worker sends: it also re-queues blocked runs at
+            once (``RATCHET_BLOCKED_RETRY_SECONDS`` holds them back otherwise), because a
+            restarted worker may have the plug-in they wait for.
 
     Returns:
         The number of runs re-queued.
     """
-    candidates = runs_needing_recovery(idle_seconds=settings.RATCHET_SWEEP_SECONDS,
-                                       limit=SWEEP_LIMIT)
+    candidates = runs_needing_recovery(
+        idle_seconds=settings.RATCHET_SWEEP_SECONDS, limit=SWEEP_LIMIT,
+        blocked_retry_seconds=None if startup else settings.RATCHET_BLOCKED_RETRY_SECONDS)
     for candidate in candidates:
         log.info("sweep: re-queueing run %s at generation %s (%s%s)", candidate.run_id,
                  candidate.generation, candidate.reason,

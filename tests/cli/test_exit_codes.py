@@ -77,6 +77,20 @@ def test_it_exits_5_when_the_run_is_frozen_for_a_human(tmp_path: Path) -> None:
     assert (verdict["phase"], verdict["stop_reason"]) == ("needs_review", "environment_drift")
 
 
+def test_it_prints_why_the_run_froze_above_the_verdict(tmp_path: Path) -> None:
+    _, first, _ = _call("run", str(write_scripted_task(tmp_path)), "--max-steps", "2")
+    (run_target(first["run_id"]) / "README.md").write_text("edited by hand behind the run's back\n")
+    out = io.StringIO()
+
+    with pytest.raises(CommandError) as caught:
+        call_command("resume", first["run_id"], "--no-progress", stdout=out, stderr=io.StringIO())
+
+    reason, verdict = out.getvalue().strip().splitlines()[-2:]
+    assert caught.value.returncode == RunExit.NEEDS_REVIEW
+    assert reason.startswith("reason: environment content changed"), reason
+    assert verdict.startswith("verdict: needs_review (environment_drift)")
+
+
 def test_it_exits_6_while_the_run_waits_for_an_approval(tmp_path: Path) -> None:
     task = write_scripted_task(tmp_path, [{"target": "limits.toml", "content": "max = 3\n", "risk": "high"}],
                                approval_risks=("high",))

@@ -72,3 +72,18 @@ class KeepsContextInAttachments(_Base):
 
 class NotAPlugin:
     """Has no Options model."""
+
+
+class _LenientOptions(BaseModel):
+    """An options model as a newcomer writes it: pydantic's default would ignore unknown fields."""
+
+    notes: int = 3
+
+
+class LenientOptions(_Base):
+    """A planner whose options model does not forbid extra fields (the registry must)."""
+
+    Options = _LenientOptions
+
+    def propose(self, *, cursor: int, planner_state: dict[str, Any], observation: Any, put_blob: Any) -> Any:
+        raise RuntimeError("not driven in these tests")

@@ -71,6 +71,25 @@ def test_it_reports_each_bad_plugin_option_by_its_toml_path(tmp_path: Path) -> N
     assert type(caught.value) is TaskSpecError
 
 
+def test_it_refuses_an_unknown_option_even_where_the_plugin_model_would_ignore_it(tmp_path: Path) -> None:
+    lenient = 'kind = "python"\nentry = "tests.plugins.fakes:LenientOptions"'
+    task = notes_task(tmp_path, planner=lenient, planner_options="notes = 2\nnots = 3", verifier='kind = "always"')
+
+    with pytest.raises(TaskSpecError) as caught:
+        load_task_spec(task)
+
+    assert "planner.nots: unknown field" in str(caught.value)
+
+
+def test_it_hands_a_lenient_plugin_an_instance_of_its_own_options_model() -> None:
+    from tests.plugins.fakes import LenientOptions
+
+    loaded = plugin_load(group=PLANNERS, name="python", entry="tests.plugins.fakes:LenientOptions")
+    options = loaded.options({"notes": 2})
+
+    assert isinstance(options, LenientOptions.Options) and options.notes == 2
+
+
 def test_it_stores_the_options_as_the_plugin_model_dumped_them(tmp_path: Path) -> None:
     require_example_package()
     spec = load_task_spec(notes_task(tmp_path, notes=2))
