@@ -19,8 +19,8 @@ from django.db import DatabaseError
 from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
-from runtime.engine.blocked import BLOCKING_ERRORS, run_block
 from runtime.core.tracing import run_scope, run_span, span, span_annotate, tracing_enabled
+from runtime.engine.blocked import BLOCKING_ERRORS, run_block
 from runtime.engine.cancel import cancel_requested, run_cancel
 from runtime.engine.credentials import credentials_recheck
 from runtime.engine.execute import pending_execute
