@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, Count, Value, When
+from django.db.models import BooleanField, Case, Count, Value, When
 
 from review.scope import scope_filter
+from runtime.checkpoints.cases import cases_awaiting_review
 from runtime.decisions.reviews import decision_prepare
 from runtime.errors import RatchetError, ReviewCaseNotFoundError
 from runtime.models import CaseStatus, ReviewCase, TraceEvent
@@ -28,18 +29,26 @@ def case_list(*, user: Any, status: str = "", page_number: Any = 1) -> Page:
         "run__spec", "pending", "receipt", "environment", "observed", "trace_excerpt", "sealed",
         "decision",
     )
-    if status:
-        rows = rows.filter(status=status)
+    awaiting = cases_awaiting_review()
+    rows = rows.annotate(awaiting=Case(When(awaiting, then=Value(True)), default=Value(False),
+                                       output_field=BooleanField()))
+    if status == CaseStatus.OPEN:
+        rows = rows.filter(awaiting)  # a run still frozen keeps its case here whatever its row says
+    elif status:
+        rows = rows.filter(status=status).exclude(awaiting)
     rows = rows.order_by(
-        Case(When(status=CaseStatus.OPEN, then=Value(0)), default=Value(1)), "-opened_at", "case_id"
+        Case(When(awaiting, then=Value(0)), default=Value(1)), "-opened_at", "case_id"
     )
     return Paginator(rows, CASES_PER_PAGE).get_page(page_number)
 
 
 def case_counts(*, user: Any) -> dict[str, int]:
-    """Number of cases per status among the tenants ``user`` may see (one query)."""
+    """Number of cases per status among the tenants ``user`` may see (two queries); a case still
+    awaiting review counts as open whatever its row says (``cases_awaiting_review``)."""
     cases = scope_filter(user=user, queryset=ReviewCase.objects.all(), field="run__tenant_id")
-    counts = dict(cases.order_by().values_list("status").annotate(n=Count("pk")))
+    awaiting = cases_awaiting_review()
+    counts = dict(cases.exclude(awaiting).order_by().values_list("status").annotate(n=Count("pk")))
+    counts[CaseStatus.OPEN.value] = cases.filter(awaiting).count()
     return {s.value: counts.get(s.value, 0) for s in CaseStatus}
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from review.scope import scope_filter
-from runtime.models import CaseStatus, Phase, ReviewCase, Run
+from runtime.checkpoints.cases import cases_awaiting_review
+from runtime.models import Phase, ReviewCase, Run
 
 POLL_SECONDS = 2
 """How often (seconds) a visible page asks whether anything changed."""
@@ -64,7 +65,7 @@ def nav_counts(*, user: Any) -> NavCounts:
         .values_list("pk", flat=True)[: BADGE_CAP + 1]
     )
     cases = len(
-        scope_filter(user=user, queryset=ReviewCase.objects.filter(status=CaseStatus.OPEN),
+        scope_filter(user=user, queryset=ReviewCase.objects.filter(cases_awaiting_review()),
                      field="run__tenant_id")
         .order_by()
         .values_list("pk", flat=True)[: BADGE_CAP + 1]

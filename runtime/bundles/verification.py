@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from runtime.bundles.export import BUNDLE_PURPOSE, bundle_signed_message
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import SCHEMA_VERSION, ApprovalEvidence, LedgerHead, Receipt, SignedDecision
+from runtime.core.derived_rows import run_row_disagreement
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
 from runtime.core.evidence import (
     approval_verify,
@@ -210,6 +211,14 @@ def _check_checkpoints(
             or opened.environment_instance_id != run.get("environment_instance_id")
         ):
             findings.append("committed checkpoint: identity or scenario differs from the run's")
+        state = opened.payload
+        disagreement = run_row_disagreement(
+            row_phase=str(run.get("phase")), row_stop_reason=str(run.get("stop_reason") or ""),
+            row_generation=run.get("generation"), signed_phase=state.phase.value,
+            signed_stop_reason=state.stop_reason.value if state.stop_reason else "",
+            signed_generation=opened.generation)
+        if disagreement is not None:
+            findings.append(f"run: {disagreement}")
     return findings, opened
 
 

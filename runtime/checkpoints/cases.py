@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import OuterRef, Q, Subquery
+
 from runtime.core.canonical import canonical_json, sha256_hex
-from runtime.core.checkpoint import ReviewCaseRef, ReviewCaseStatus, RunState
+from runtime.core.checkpoint import Phase, ReviewCaseRef, ReviewCaseStatus, RunState
 from runtime.models import CaseStatus, ReviewCase, TraceEvent
 
 TRACE_EXCERPT_EVENTS = 20
@@ -67,3 +69,17 @@ def case_sync(*, run_id: str, state: RunState) -> int:
             decided_at=ref.decision.issued_at,
         )
     return fixed
+
+
+def cases_awaiting_review() -> Q:
+    """The ``ReviewCase`` filter of the cases a reviewer must still decide (DESIGN.md section 4.10).
+
+    An open row, and also the newest case of a run whose row is ``needs_review`` whatever that
+    case's row says: a decision moves its run out of ``needs_review`` in the same commit, so a
+    decided-looking newest case of a frozen run is a row edited behind the runtime's back (or a
+    crash between the commit and the row update, which ``case_sync`` repairs on the next
+    restore). Either way the run still waits for a person, so the queue keeps it.
+    """
+    newest = (ReviewCase.objects.filter(run_id=OuterRef("run_id"))
+              .order_by("-opened_at", "-case_id").values("case_id")[:1])
+    return Q(status=CaseStatus.OPEN) | (Q(run__phase=Phase.NEEDS_REVIEW.value) & Q(case_id=Subquery(newest)))

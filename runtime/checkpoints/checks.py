@@ -19,12 +19,14 @@ from django.db import router
 from runtime.checkpoints.high_water_marks import HighWaterMarkInfo, hwm_read
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import RunState, VersionSet
+from runtime.core.derived_rows import run_row_disagreement
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
 from runtime.core.signing import Keyring, TrustRoot
 from runtime.database.statements import compiled_rows
 from runtime.errors import (
     CheckpointCorruptError,
     CheckpointNotFoundError,
+    DerivedRowMismatchError,
     IdentityMismatchError,
     RatchetError,
     RollbackError,
@@ -189,6 +191,17 @@ def restored_verify(
             run_id=run.run_id,
             generation=envelope.generation,
         )
+    state = envelope.payload
+    finding = run_row_disagreement(
+        row_phase=run.phase, row_stop_reason=run.stop_reason, row_generation=run.generation,
+        signed_phase=state.phase.value, signed_stop_reason=state.stop_reason.value if state.stop_reason else "",
+        signed_generation=envelope.generation)
+    if finding is not None:
+        # The row is what the sweeper, the workers' task, the lists and the queues filter on;
+        # acting on a restore whose row was edited would let those keep disagreeing with what
+        # runs (DESIGN.md section 4.10).
+        raise DerivedRowMismatchError(finding, run_id=run.run_id, generation=envelope.generation,
+                                      row=run.phase, signed=state.phase.value)
     if run.generation != hwm.generation:
         logger.warning(
             "run %s: the run row says generation %d but the HWM says %d (a commit raced this "

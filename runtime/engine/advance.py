@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import DatabaseError
 
+from runtime.checkpoints.row_agreement import RESTORE_REFUSED, run_row_confirm
 from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
@@ -42,9 +43,6 @@ from runtime.models import Run
 from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
 
 logger = logging.getLogger(__name__)
-
-RESTORE_REFUSED = "restore.refused"
-"""Traced when a restore fails closed outside a recovery: the run needs a person."""
 
 
 @dataclass
@@ -119,6 +117,9 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
     if run is None:
         raise RunNotFoundError(run_id=run_id)
     if run.phase in TERMINAL_PHASES:
+        # A finished row is an unsigned copy: confirmed against the signed checkpoint before it
+        # is reported as the run's end (DESIGN.md section 4.10).
+        run_row_confirm(run_id=run_id, worker=worker)
         return StepReport(run_id=run_id, phase=run.phase, stop_reason=run.stop_reason or None, steps=0,
                           generation=run.generation, cursor=-1)
     # A lease not released cleanly makes this a recovery; its recovery.started rides in the

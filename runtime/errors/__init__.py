@@ -107,6 +107,7 @@ from runtime.errors.checkpoints import (
     CheckpointMigrationError,
     CheckpointNotFoundError,
     CheckpointSchemaError,
+    DerivedRowMismatchError,
     HighWaterMarkBehindError,
     HighWaterMarkMissingError,
     IdentityMismatchError,
@@ -237,6 +238,7 @@ from runtime.errors.refusals import (
 
 __all__ = (
     "AdapterBusyError", "AdapterCommandError", "AdapterError", "AdapterStoreCorruptError", "AdapterTargetError",
+    "DerivedRowMismatchError",
     "AdapterTimeoutError", "AdmissionClosedError", "AdmissionScopeUnknownError", "AdmissionThresholdError",
     "ApprovalRefusedError", "ApprovalTtlError", "AttachmentError", "BadSignatureError", "BenchmarkError",
     "BenchmarkScratchError", "BlobDigestMismatchError", "BlobUnavailableError", "BundleError", "BundleExportError",

@@ -72,6 +72,16 @@ class VersionMismatchError(CheckpointError):
     hint = "resume with the original versions or ship a migrator for the combination"
 
 
+class DerivedRowMismatchError(CheckpointError):
+    """A row derived from the signed checkpoint (the run row's phase, a review case's status)
+    says something else than the committed checkpoint at the same generation (DESIGN.md section
+    4.10). ``row`` and ``signed`` name the two values."""
+
+    default_message = "a database row disagrees with the signed checkpoint: refusing to act on it"
+    hint = ("the signed checkpoint is what counts; find who edited the row (compare it with a backup "
+            "and the evidence bundle), put it back, then `manage.py resume RUN`")
+
+
 # --- freshness: the high-water mark (DESIGN.md sections 4.2 and 4.3) ---------------------------
 
 

@@ -47,6 +47,7 @@ from django.db import InterfaceError
 from django.db import OperationalError as DatabaseOperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
+from runtime.checkpoints.row_agreement import run_row_confirm
 from runtime.core.tracing import run_scope
 from runtime.engine import run_advance
 from runtime.engine.blocked import RESTART_HINT
@@ -182,7 +183,15 @@ def _advance_run_once(*, run_id: str, generation: int | None, worker: str) -> st
         log.error("advance_run: run %s does not exist; dropping the message", run_id)
         return "unknown-run"
     if row["phase"] not in LIVE_PHASES:
-        # Terminal, or frozen for a human: the approval/decision service re-enqueues it.
+        # Terminal, or frozen for a human: the approval/decision service re-enqueues it. The row
+        # is an unsigned copy, so it is confirmed against the signed checkpoint before the
+        # message is dropped (DESIGN.md section 4.10): an edited row must not stop a live run.
+        try:
+            run_row_confirm(run_id=run_id, worker=worker)
+        except (CheckpointError, SigningError) as exc:
+            log.error("advance_run: run %s row says %s but cannot be confirmed (needs a human): %s",
+                      run_id, row["phase"], exc)
+            return "needs-human"
         log.info("advance_run: run %s is %s; nothing to do", run_id, row["phase"])
         return "not-live"
     if generation is not None and row["generation"] != generation:

@@ -106,7 +106,8 @@ def test_run_detail_queries_do_not_grow_with_ten_times_the_runs_checkpoints_and_
     add_events(run, 45)
     state = pending_state(make_state(run_id="run-detail-2"))  # a valid run, so all of it renders
     more = build_run(
-        checkpoint_keyring, run_id="run-detail-2", state=state, generations=20, events=50
+        checkpoint_keyring, run_id="run-detail-2", phase=Phase.PENDING.value, state=state,
+        generations=20, events=50,
     )
     url_more = reverse("review:run", args=[more.run_id])
     with django_assert_num_queries(baseline):

@@ -1,0 +1,51 @@
+"""Before leaving a run alone because its row says so, ask the signed checkpoint (DESIGN.md
+section 4.10).
+
+A worker drops the message of a run whose row is finished or frozen, and ``resume`` reports a
+finished row's phase without stepping. Both are decisions made from an unsigned copy; this
+module confirms the copy against the committed checkpoint first, so an edited row fails closed
+(``restore.refused`` traced, a typed error) instead of silently stopping a live run.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import DatabaseError
+
+from runtime.checkpoints.checks import run_load
+from runtime.checkpoints.protocol import checkpoint_restore
+from runtime.errors import CheckpointError, RatchetError, SigningError
+from runtime.evidence.trace import trace_append
+
+logger = logging.getLogger(__name__)
+
+RESTORE_REFUSED = "restore.refused"
+"""The event a restore that fails closed outside a recovery is traced as (also the engine's)."""
+
+
+def run_row_confirm(*, run_id: str, worker: str) -> None:
+    """Check that ``run_id``'s row agrees with its signed committed checkpoint.
+
+    Args:
+        run_id: the run whose row a caller is about to act on.
+        worker: who asks (kept in the ``restore.refused`` payload).
+
+    Raises:
+        RunNotFoundError: no such run.
+        DerivedRowMismatchError: the row's phase or stop reason is not the signed one at the same
+            generation; traced as ``restore.refused`` first, so the sweeper leaves the run to a
+            person (``runtime.workers.sweeper``).
+        CheckpointError / SigningError: the committed checkpoint does not restore at all
+            (traced the same way).
+    """
+    run = run_load(run_id=run_id)
+    try:
+        checkpoint_restore(run_id=run_id, scenario_fingerprint=run.scenario_fingerprint)
+    except (CheckpointError, SigningError) as exc:
+        payload = {"error": type(exc).__name__, "message": str(exc)[:500], "worker": worker}
+        try:
+            trace_append(run_id=run_id, event_type=RESTORE_REFUSED, payload=payload)
+        except (RatchetError, DatabaseError) as trace_exc:  # never hide the refusal itself
+            logger.warning("run %s: restore.refused not traced: %s", run_id, type(trace_exc).__name__)
+        raise
