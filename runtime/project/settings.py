@@ -443,3 +443,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
 }
+
+# Worker presence (runtime.workers.presence, DESIGN.md section 5.13): every worker renews its row
+# this often (seconds); the Workers page counts a row not renewed for three periods as gone.
+RATCHET_WORKER_PRESENCE_SECONDS = _seconds("RATCHET_WORKER_PRESENCE_SECONDS", 15.0)

@@ -38,6 +38,7 @@ EXPECTED = {
     "receipt_conflict": ("needs_review", "receipt_conflict"),
     "receipt_conflict_2": ("needs_review", "receipt_conflict"),
     "failed": ("failed", "policy_violation"),
+    "recovered": ("completed", "verified"),
     "agent_orders": ("awaiting_approval", "approval_required"),
     "agent_ledger": ("completed", "verified"),
 }
@@ -92,7 +93,19 @@ def services(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoSe
     started.stop()
 
 
-def test_it_seeds_a_run_in_every_state(source, tmp_path, ratchet_keys, enqueued, services) -> None:
+@pytest.fixture
+def children_share_the_test_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's crashing child (``manage.py run``) inherits this process's environment: point
+    it at the test database, as ``manage.py demo`` points it at its own."""
+    env = child_env()
+    for name in ("DATABASE_URL", "RATCHET_HWM_DATABASE_URL", "RATCHET_VAR_DIR", "PYTHONPATH",
+                 "DJANGO_SETTINGS_MODULE"):
+        if name in env:
+            monkeypatch.setenv(name, env[name])
+
+
+def test_it_seeds_a_run_in_every_state(source, tmp_path, ratchet_keys, enqueued, services,
+                                       children_share_the_test_database) -> None:
     seed = demo_seed(source=source, workdir=tmp_path / "demo", services=services)
 
     assert seed.created and list(seed.runs) == list(DEMO_ORDER)
@@ -131,7 +144,8 @@ def test_the_running_run_keeps_the_model_thinking_for_minutes() -> None:
     assert len(delays) == RUNNING_STEPS + 1 and sum(delays) >= 180, "at least three minutes of proposals"
 
 
-def test_it_does_not_seed_twice(source, tmp_path, ratchet_keys, enqueued, services) -> None:
+def test_it_does_not_seed_twice(source, tmp_path, ratchet_keys, enqueued, services,
+                                children_share_the_test_database) -> None:
     first = demo_seed(source=source, workdir=tmp_path / "demo", services=services)
     runs = Run.objects.count()
     again = demo_seed(source=source, workdir=tmp_path / "demo", services=services)
