@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
+from review.queries.conflict_evidence import conflict_evidence
 from review.roles import demo_users_ensure, roles_sync
 from runtime.demo.agents import RUNNING_STEPS, model_script
 from runtime.demo.reset import demo_reset
@@ -23,6 +24,7 @@ from runtime.demo.services import DemoServices
 from runtime.engine import run_advance, run_start
 from runtime.errors import DemoSetupError
 from runtime.models import Checkpoint, ReviewCase, Run, TraceEvent
+from runtime.observability.stats import recovery_stats
 from tests.engine.support import restore
 from tests.factories import write_scripted_task
 from tests.helpers.procs import child_env, run_manage
@@ -117,6 +119,10 @@ def test_it_seeds_a_run_in_every_state(source, tmp_path, ratchet_keys, enqueued,
     assert seed.runs["running"] in enqueued, "the slow model-driven run is handed to the worker"
     for conflict in ("receipt_conflict", "receipt_conflict_2"):
         assert ReviewCase.objects.get(run_id=seed.runs[conflict]).status == "open"
+    content = ReviewCase.objects.get(run_id=seed.runs["receipt_conflict"])
+    assert [f.path for f in conflict_evidence(case=content).files if not f.same], \
+        "the first conflict's other caller wrote other file content"
+    assert recovery_stats(run_ids=[seed.runs["recovered"]]).succeeded == 1, "a real crash, recovered"
     spec = (tmp_path / "demo" / "tasks" / "awaiting_approval.toml").read_text()
     assert 'approval_risks = ["low"]' in spec and 'kind = "git-history"' in spec
     _model_proposed_order_waits_for_its_approval(seed.runs, tmp_path, services)
