@@ -565,3 +565,24 @@ class RunSearchTerm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.term!r} of {self.run_id}"
+
+
+class WorkerPresence(models.Model):
+    """A Celery worker that says it is alive (DESIGN.md section 5.15; ``runtime.workers.presence``).
+
+    Brokers without broadcast (the embedded SQLAlchemy transport) cannot answer Celery's ping,
+    so every worker writes this row when ready and again every ``RATCHET_WORKER_PRESENCE_SECONDS``
+    by the database clock, and deletes it when it shuts down. A row not renewed for a few
+    periods belongs to a worker that died without saying so; it is ignored, then overwritten.
+    """
+
+    name = models.CharField(max_length=200, primary_key=True)
+    """The worker's node name (``RATCHET_WORKER_ID`` or Celery's hostname): the prefix of the
+    lease identities of its pool processes."""
+    pid = models.IntegerField(default=0)
+    queues = models.JSONField(default=list)
+    started_at = models.DateTimeField(db_default=Now())
+    seen_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"worker {self.name} (pid {self.pid})"

@@ -9,7 +9,9 @@ lock timeout); its answer is dropped.
 
 * Live workers: Celery's ``inspect().ping()`` and ``active_queues()`` when the broker supports
   broadcast (Redis, AMQP); kombu's SQLAlchemy transport (the embedded default) has no broadcast,
-  so there the page lists the owners of recent leases from the runs table instead.
+  so there (and when the ping fails) the page reads the database instead: the workers whose
+  presence row is fresh (:mod:`runtime.workers.presence`), then the owners of recent leases no
+  such row accounts for (a worker of an older version, or one whose row could not be written).
 * Queue depth: the SQLAlchemy broker's ``kombu_message`` rows still visible; Redis ``LLEN``; AMQP
   a passive ``queue_declare``; anything else unknown.
 """
@@ -31,6 +33,7 @@ from django.db.models.functions import Now
 from review.queries.runs import LIVE_PHASES
 from review.scope import scope_filter
 from runtime.models import Phase, Run
+from runtime.workers.presence import STALE_PERIODS, workers_present
 
 PROBE_SECONDS = 1.0
 """The longest the page waits for one probe of the broker (seconds)."""
@@ -69,8 +72,9 @@ def _bounded(probe: Callable[[], T]) -> T:
 
 @dataclass(frozen=True)
 class WorkerRow:
-    """One worker: ``name``; ``source`` ("celery ping" or "recent leases"); ``queues`` it
-    consumes (None: unknown); ``leased_runs`` it holds a current lease on (None: not read)."""
+    """One worker: ``name``; ``source`` ("celery ping", "database heartbeat" or "recent
+    leases"); ``queues`` it consumes (None: unknown); ``leased_runs`` it holds a current lease on
+    (None: not read)."""
 
     name: str
     source: str
@@ -105,6 +109,11 @@ class WorkersView:
     workers_note: str = ""
     queues: list[QueueRow] = field(default_factory=list)
 
+    @property
+    def presence_window(self) -> int:
+        """Seconds within which a worker's heartbeat row must have been renewed to be listed."""
+        return round(STALE_PERIODS * settings.RATCHET_WORKER_PRESENCE_SECONDS)
+
 
 def _broker_kind(url: str) -> str:
     scheme = url.partition("://")[0].lower()
@@ -126,6 +135,26 @@ def _lease_owners(user: Any) -> list[WorkerRow]:
             .exclude(owner_worker="").values("owner_worker")
             .annotate(n=Count("pk"), last=Max("lease_expires_at")).order_by("-last")[:100])
     return [WorkerRow(name=r["owner_worker"], source="recent leases", leased_runs=r["n"]) for r in rows]
+
+
+def _database_workers(user: Any) -> list[WorkerRow]:
+    """Workers with a fresh presence row (their current leases counted within the tenants
+    ``user`` may see), then lease owners that belong to none of them."""
+    present = workers_present()
+    leases = _lease_owners(user)
+    if not present:
+        return leases
+    live = dict(scope_filter(user=user, queryset=Run.objects.all())
+                .filter(lease_expires_at__gt=Now()).exclude(owner_worker="")
+                .values("owner_worker").annotate(n=Count("pk")).values_list("owner_worker", "n"))
+    rows = []
+    for worker in present:
+        mine = [owner for owner in live if owner == worker.name or owner.startswith(f"{worker.name}:")]
+        rows.append(WorkerRow(name=worker.name, source="database heartbeat", queues=worker.queues,
+                              leased_runs=sum(live[owner] for owner in mine)))
+    names = tuple(f"{w.name}:" for w in present)
+    return rows + [row for row in leases
+                   if not row.name.startswith(names) and row.name not in {w.name for w in present}]
 
 
 def _celery_workers() -> list[WorkerRow]:
@@ -212,7 +241,7 @@ def workers_view(*, user: Any) -> WorkersView:
     queue = settings.CELERY_TASK_DEFAULT_QUEUE
     workers: list[WorkerRow] = []
     note = ""
-    source = "recent leases"
+    source = "database"
     if kind in ("redis", "amqp"):
         try:
             workers = _bounded(_celery_workers)
@@ -224,6 +253,6 @@ def workers_view(*, user: Any) -> WorkersView:
     else:
         note = f"the {kind} broker has no broadcast, so Celery cannot be pinged"
     if source != "celery ping":
-        workers = _lease_owners(user)
+        workers = _database_workers(user)
     return WorkersView(broker=kind, workers=workers, workers_source=source, workers_note=note,
                        queues=[_queue_depth(kind, url, queue)])

@@ -25,6 +25,7 @@ from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.checkpoint import Action
 from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.demo.agents import AGENT_SCENARIOS, agent_task_write
+from runtime.demo.crash import crashed_run_recover
 from runtime.demo.scenarios import MIN_COMMITS, SCENARIOS, conflicting_commit, task_write
 from runtime.demo.services import DemoServices
 from runtime.engine import run_advance, run_start
@@ -40,7 +41,7 @@ MARKER = "seeded.json"
 
 
 DEMO_ORDER = ("completed", "running", "awaiting_approval", "approval_expired", "receipt_conflict",
-              "receipt_conflict_2", "failed", "agent_orders", "agent_ledger")
+              "receipt_conflict_2", "failed", "recovered", "agent_orders", "agent_ledger")
 """Every seeded run's scenario name, in the order the demo seeds and lists them."""
 
 
@@ -112,19 +113,38 @@ def demo_seed(*, source: Path, workdir: Path, services: DemoServices, worker: st
         return DemoSeed(runs=existing, created=False)
     source = source.resolve()
     revs = _revisions(source)
-    replays = {s.name: s for s in SCENARIOS}
-    agents = {s.name: s for s in AGENT_SCENARIOS}
     runs: dict[str, str] = {}
     for name in DEMO_ORDER:
-        if name in replays:
-            spec = task_write(scenario=replays[name], source=source, workdir=workdir, revs=revs)
-        else:
-            spec = agent_task_write(scenario=agents[name], workdir=workdir, model_base_url=services.model_base_url,
-                                    orders_port=services.orders_port)
-        runs[name] = _SEEDERS[name](name, spec, worker)
+        runs[name] = _seed_one(name, source=source, workdir=workdir, services=services, worker=worker, revs=revs)
         log.info("demo: seeded %s as run %s", name, runs[name])
     (workdir / MARKER).write_text(json.dumps(runs, indent=2) + "\n", encoding="utf-8")
     return DemoSeed(runs=runs, created=True)
+
+
+def demo_seed_scenario(*, name: str, source: Path, workdir: Path, services: DemoServices,
+                       worker: str = "demo-seeder") -> str:
+    """Seed the one scenario ``name`` (a name of :data:`DEMO_ORDER`) and return its run id;
+    :func:`demo_seed` does this for every scenario. Not idempotent: each call starts a new run.
+
+    Arguments and errors as :func:`demo_seed`; an unknown ``name`` raises DemoSetupError.
+    """
+    if name not in _SEEDERS:
+        raise DemoSetupError(f"the demo has no scenario {name!r}; it has {', '.join(DEMO_ORDER)}")
+    source = source.resolve()
+    return _seed_one(name, source=source, workdir=workdir, services=services, worker=worker,
+                     revs=_revisions(source))
+
+
+def _seed_one(name: str, *, source: Path, workdir: Path, services: DemoServices, worker: str,
+              revs: dict[int, str]) -> str:
+    replays = {s.name: s for s in SCENARIOS}
+    if name in replays:
+        spec = task_write(scenario=replays[name], source=source, workdir=workdir, revs=revs)
+    else:
+        agents = {s.name: s for s in AGENT_SCENARIOS}
+        spec = agent_task_write(scenario=agents[name], workdir=workdir, model_base_url=services.model_base_url,
+                                orders_port=services.orders_port)
+    return _SEEDERS[name](name, spec, worker)
 
 
 def _expect(run_id: str, name: str, phase: str, stop_reason: str | None = None) -> None:
@@ -174,7 +194,7 @@ def _seed_expired(name: str, spec: Path, worker: str) -> str:
     return run_id
 
 
-def _seed_conflict(name: str, spec: Path, worker: str) -> str:
+def _seed_conflict(name: str, spec: Path, worker: str, *, content: bool = False) -> str:
     run_id = _seed_driven(name, spec, worker, phase="pending", max_steps=1)
     pending = checkpoint_verify(run_id=run_id).state.pending
     if pending is None:
@@ -182,7 +202,7 @@ def _seed_conflict(name: str, spec: Path, worker: str) -> str:
     other = Action(
         kind=pending.action.kind,
         target=pending.action.target,
-        params=conflicting_commit(dict(pending.action.params)),
+        params=conflicting_commit(dict(pending.action.params), content=content),
         risk=pending.action.risk,
     )
     run = Run.objects.get(run_id=run_id)
@@ -199,14 +219,21 @@ def _seed_conflict(name: str, spec: Path, worker: str) -> str:
     return run_id
 
 
+def _seed_recovered(name: str, spec: Path, worker: str) -> str:
+    run_id = crashed_run_recover(spec=spec, worker=worker)
+    _expect(run_id, name, "completed", "verified")
+    return run_id
+
+
 _SEEDERS: dict[str, Callable[[str, Path, str], str]] = {
     "completed": partial(_seed_driven, phase="completed"),
     "running": _seed_running,
     "awaiting_approval": partial(_seed_driven, phase="awaiting_approval"),
     "approval_expired": _seed_expired,
-    "receipt_conflict": _seed_conflict,
+    "receipt_conflict": partial(_seed_conflict, content=True),
     "receipt_conflict_2": _seed_conflict,
     "failed": partial(_seed_driven, phase="failed", stop_reason="policy_violation"),
+    "recovered": _seed_recovered,
     "agent_orders": partial(_seed_driven, phase="awaiting_approval", stop_reason="approval_required"),
     "agent_ledger": partial(_seed_driven, phase="completed", stop_reason="verified"),
 }

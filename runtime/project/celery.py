@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import beat_init, task_postrun, worker_init, worker_ready
+from celery.signals import beat_init, task_postrun, worker_init, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "runtime.project.settings")
 
@@ -156,3 +156,34 @@ def _sweep_at_startup(**_: Any) -> None:
         app.send_task(STARTUP_SWEEP_TASK, kwargs={"startup": True}, ignore_result=True)
     except Exception:  # a start-up nicety must never keep the worker from running
         logging.getLogger("runtime.project.celery").exception("start-up sweep could not be sent")
+
+
+_presence: list[Any] = []
+"""This worker's presence beat (``runtime.workers.presence.PresenceBeat``), once ready."""
+
+
+@worker_ready.connect
+def _presence_start(sender: Any = None, **_: Any) -> None:
+    """Write this worker's presence row and keep renewing it (DESIGN.md section 5.15): brokers
+    without broadcast cannot answer Celery's ping, so the Workers page reads this row instead.
+    Named as its pool processes' lease identities start (``RATCHET_WORKER_ID`` or the hostname)."""
+    from django.conf import settings
+
+    from runtime.workers.presence import PresenceBeat
+
+    try:
+        name = settings.RATCHET_WORKER_ID or getattr(sender, "hostname", "") or "celery"
+        consumer = getattr(sender, "task_consumer", None)
+        queues = sorted(q.name for q in getattr(consumer, "queues", []) or [])
+        beat = PresenceBeat(name=name, queues=queues)
+        beat.start()
+        _presence.append(beat)
+    except Exception:  # a page's nicety must never keep the worker from running
+        logging.getLogger("runtime.project.celery").exception("worker presence could not start")
+
+
+@worker_shutdown.connect
+def _presence_stop(**_: Any) -> None:
+    """Delete this worker's presence row as it shuts down (a SIGKILLed worker's row goes stale)."""
+    while _presence:
+        _presence.pop().stop()

@@ -188,6 +188,9 @@ VARIABLES: tuple[Variable, ...] = (
     _V("RATCHET_BLOCKED_RETRY_SECONDS", "seconds", 300.0, CELERY,
        "How long a blocked run (a worker lacked its plug-in, DESIGN.md section 5.14) waits before a "
        "periodic sweep tries it again; a starting worker's sweep tries every blocked run at once."),
+    _V("RATCHET_WORKER_PRESENCE_SECONDS", "seconds", 15.0, CELERY,
+       "How often every worker renews its presence row (DESIGN.md section 5.15); the Workers page "
+       "counts a row not renewed for three periods as gone."),
     _V("RATCHET_TASK_SLICE_SECONDS", "seconds", 2.0, CELERY,
        "How long one task drives its run before it looks whether other runs wait (DESIGN.md section 5.7)."),
     _V("RATCHET_TASK_MAX_SECONDS", "seconds", 60.0, CELERY,

@@ -539,3 +539,6 @@ if not RATCHET_STATIC_MANIFEST:
     # WhiteNoise also serves STATIC_ROOT and warns on every start while it does not exist.
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_AUTOREFRESH = DEBUG
+# Worker presence (runtime.workers.presence, DESIGN.md section 5.15): every worker renews its row
+# this often (seconds); the Workers page counts a row not renewed for three periods as gone.
+RATCHET_WORKER_PRESENCE_SECONDS = _read("RATCHET_WORKER_PRESENCE_SECONDS")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
+from review.queries.conflict_evidence import conflict_evidence
 from review.roles import demo_users_ensure, roles_sync
 from runtime.demo.agents import RUNNING_STEPS, model_script
 from runtime.demo.reset import demo_reset
@@ -23,6 +24,7 @@ from runtime.demo.services import DemoServices
 from runtime.engine import run_advance, run_start
 from runtime.errors import DemoSetupError
 from runtime.models import Checkpoint, ReviewCase, Run, TraceEvent
+from runtime.observability.stats import recovery_stats
 from tests.engine.support import restore
 from tests.factories import write_scripted_task
 from tests.helpers.procs import child_env, run_manage
@@ -38,6 +40,7 @@ EXPECTED = {
     "receipt_conflict": ("needs_review", "receipt_conflict"),
     "receipt_conflict_2": ("needs_review", "receipt_conflict"),
     "failed": ("failed", "policy_violation"),
+    "recovered": ("completed", "verified"),
     "agent_orders": ("awaiting_approval", "approval_required"),
     "agent_ledger": ("completed", "verified"),
 }
@@ -92,7 +95,19 @@ def services(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoSe
     started.stop()
 
 
-def test_it_seeds_a_run_in_every_state(source, tmp_path, ratchet_keys, enqueued, services) -> None:
+@pytest.fixture
+def children_share_the_test_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's crashing child (``manage.py run``) inherits this process's environment: point
+    it at the test database, as ``manage.py demo`` points it at its own."""
+    env = child_env()
+    for name in ("DATABASE_URL", "RATCHET_HWM_DATABASE_URL", "RATCHET_VAR_DIR", "PYTHONPATH",
+                 "DJANGO_SETTINGS_MODULE"):
+        if name in env:
+            monkeypatch.setenv(name, env[name])
+
+
+def test_it_seeds_a_run_in_every_state(source, tmp_path, ratchet_keys, enqueued, services,
+                                       children_share_the_test_database) -> None:
     seed = demo_seed(source=source, workdir=tmp_path / "demo", services=services)
 
     assert seed.created and list(seed.runs) == list(DEMO_ORDER)
@@ -104,6 +119,10 @@ def test_it_seeds_a_run_in_every_state(source, tmp_path, ratchet_keys, enqueued,
     assert seed.runs["running"] in enqueued, "the slow model-driven run is handed to the worker"
     for conflict in ("receipt_conflict", "receipt_conflict_2"):
         assert ReviewCase.objects.get(run_id=seed.runs[conflict]).status == "open"
+    content = ReviewCase.objects.get(run_id=seed.runs["receipt_conflict"])
+    assert [f.path for f in conflict_evidence(case=content).files if not f.same], \
+        "the first conflict's other caller wrote other file content"
+    assert recovery_stats(run_ids=[seed.runs["recovered"]]).succeeded == 1, "a real crash, recovered"
     spec = (tmp_path / "demo" / "tasks" / "awaiting_approval.toml").read_text()
     assert 'approval_risks = ["low"]' in spec and 'kind = "git-history"' in spec
     _model_proposed_order_waits_for_its_approval(seed.runs, tmp_path, services)
@@ -131,7 +150,8 @@ def test_the_running_run_keeps_the_model_thinking_for_minutes() -> None:
     assert len(delays) == RUNNING_STEPS + 1 and sum(delays) >= 180, "at least three minutes of proposals"
 
 
-def test_it_does_not_seed_twice(source, tmp_path, ratchet_keys, enqueued, services) -> None:
+def test_it_does_not_seed_twice(source, tmp_path, ratchet_keys, enqueued, services,
+                                children_share_the_test_database) -> None:
     first = demo_seed(source=source, workdir=tmp_path / "demo", services=services)
     runs = Run.objects.count()
     again = demo_seed(source=source, workdir=tmp_path / "demo", services=services)

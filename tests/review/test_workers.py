@@ -1,9 +1,11 @@
 """Workers and queues page: live workers, queue depth, "unknown" when a broker cannot be read,
-never a hung page, operators only (DESIGN.md section 6.6)."""
+never a hung page, operators only (DESIGN.md section 6.6). With a broker that has no broadcast
+the live workers come from the database: each worker's presence row (DESIGN.md section 5.15)."""
 
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,10 @@ from django.urls import reverse
 from kombu import Connection
 
 import review.queries.workers as workers_module
-from runtime.models import Phase
+from runtime.models import Phase, WorkerPresence
+from runtime.workers.presence import worker_presence_write
+from tests.celery.support import sqlite_broker_url, start_worker
+from tests.helpers.procs import wait_for
 from tests.review.rows import build_run
 
 
@@ -55,7 +60,7 @@ def test_it_lists_the_owners_of_recent_leases_without_a_broadcast_broker(
     build_run(checkpoint_keyring, run_id="run-4", phase=Phase.COMPLETED.value, owner_worker="worker-c@host",
               stop_reason="verified")
     view = workers_module.workers_view(user=personas["operator"])
-    assert view.workers_source == "recent leases"
+    assert view.workers_source == "database"
     assert {(w.name, w.leased_runs) for w in view.workers} == {("worker-a@host", 2), ("worker-b@host", 1)}
 
 
@@ -82,3 +87,43 @@ def test_a_broker_that_never_answers_does_not_hang_the_page(
         release.set()
     assert "the broker did not answer (no answer within" in page
     assert "Celery did not answer" in page
+
+
+@pytest.mark.django_db(transaction=True)  # the worker process writes while this test reads
+def test_a_running_worker_is_listed_by_its_heartbeat_and_gone_when_it_stops(
+    client_for, personas, ratchet_keys, settings, tmp_path: Path
+) -> None:
+    settings.CELERY_BROKER_URL = broker = sqlite_broker_url(tmp_path)
+    worker = start_worker(directory=tmp_path, broker_url=broker, name="present", pool="solo", concurrency=1,
+                          env={"RATCHET_WORKER_PRESENCE_SECONDS": "1"})
+    try:
+        worker.wait_ready(timeout=90)
+        wait_for(lambda: WorkerPresence.objects.filter(name__startswith="present@").exists(), timeout=30,
+                 what="the worker's presence row")
+        row = WorkerPresence.objects.get(name__startswith="present@")
+        assert row.pid == worker.proc.pid and row.queues == [settings.CELERY_TASK_DEFAULT_QUEUE]
+        page = client_for("operator").get(reverse("review:workers")).content.decode()
+        assert f'<th scope="row" class="mono">{row.name}</th><td>database heartbeat</td>' in page
+        assert "No live worker found" not in page
+    finally:
+        worker.stop()
+    assert not WorkerPresence.objects.filter(name=row.name).exists(), "a warm shutdown deletes its row"
+
+
+def test_a_stale_heartbeat_is_not_a_live_worker_and_leases_are_counted_for_their_worker(
+    personas, checkpoint_keyring, settings, tmp_path: Path
+) -> None:
+    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{tmp_path / 'b.sqlite3'}"
+    worker_presence_write(name="fresh@host", queues=["ratchet"], pid=11)
+    worker_presence_write(name="dead@host", queues=["ratchet"], pid=12)
+    WorkerPresence.objects.filter(name="dead@host").update(
+        seen_at=WorkerPresence.objects.get(name="dead@host").seen_at - timedelta(hours=1))
+    build_run(checkpoint_keyring, run_id="run-1", phase=Phase.RUNNING.value, owner_worker="fresh@host:4242")
+    build_run(checkpoint_keyring, run_id="run-2", phase=Phase.RUNNING.value, owner_worker="old@host:7")
+
+    view = workers_module.workers_view(user=personas["operator"])
+
+    rows = {(w.name, w.source, w.leased_runs) for w in view.workers}
+    assert ("fresh@host", "database heartbeat", 1) in rows
+    assert ("old@host:7", "recent leases", 1) in rows, "a lease no heartbeat accounts for is still shown"
+    assert not any(w.name.startswith(("dead@", "fresh@host:")) for w in view.workers)

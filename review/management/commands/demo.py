@@ -13,7 +13,9 @@
 4. Starts two child processes and waits (``runtime.demo.launcher``): the web server (Django's
    development server on 127.0.0.1:PORT, serving the static files itself) and ``manage.py
    worker`` (a Celery worker with the sweeper embedded). Ctrl-C or SIGTERM stops every child,
-   by pid.
+   by pid. The printed address is ``http://localhost:PORT/``: the server listens on 127.0.0.1
+   only, but WebAuthn refuses an IP address as relying-party id, so passkeys work only when the
+   browser reaches the dashboard by a host name (DESIGN.md section 6.9).
 
 ``--seed-only`` stops after step 3 (no servers; the demo's services are stopped again);
 ``--reset`` first deletes what an earlier demo seeded (``runtime.demo.reset``: its runs and
@@ -38,6 +40,13 @@ from runtime.demo.seeding import demo_scenarios, demo_seed
 from runtime.demo.services import DemoServices
 from runtime.errors import DemoLaunchError, RatchetError
 from runtime.management.cli_numbers import count, port
+
+
+def demo_url(*, port: int) -> str:
+    """The address the demo prints: ``localhost``, a host name passkeys accept (WebAuthn refuses
+    IP addresses as relying-party id; DESIGN.md section 6.9). ``localhost`` is in the default
+    ``ALLOWED_HOSTS`` and the passkey origin defaults to the request's own."""
+    return f"http://localhost:{port}/"
 
 
 class Command(BaseCommand):
@@ -115,7 +124,7 @@ class Command(BaseCommand):
             try:
                 processes.start()
                 self.stdout.write("")
-                self.stdout.write(f"Ratchet is running: http://127.0.0.1:{port}/")
+                self.stdout.write(f"Ratchet is running: {demo_url(port=port)}")
                 self._print_logins(logins)
                 self.stdout.write("Press Ctrl-C to stop the web server, the worker and the demo's services.")
                 self.stdout.flush()
