@@ -222,6 +222,17 @@ TRAILER_MESSAGES = (
 """Messages ending (or not) in a trailer block by git's rules, one commit each."""
 
 
+def build_trailer_repo(path: Path, *, rounds: int = 2) -> Path:
+    """A small history of only the trailer and header cases, ``rounds`` times over after a root
+    commit (``rounds * 10`` commits to replay), at ``path`` (must not exist)."""
+    history_init(path)
+    history_write(path, "README.md", "# trailers\n")
+    _commit(path, "Root\n", 0)
+    for _ in range(rounds):
+        _trailer_cases(path)
+    return path
+
+
 def _trailer_cases(repo: Path) -> None:
     """Source trailer blocks, an ambiguous author line and extra headers (module docstring)."""
     stamp = b" 1700100000 +0000"
