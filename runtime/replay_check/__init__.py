@@ -14,6 +14,7 @@ Modules, one concept each:
 * :mod:`.chaos`       drive the run in children and kill them at seeded random moments;
 * :mod:`.audit`       the exactly-once checks on the finished target;
 * :mod:`.baseline`    the same commits made by a plain ``git`` loop, for the cost ratio;
+* :mod:`.uninterrupted` the cost of a write: a sample replayed again with no kill, and the loop;
 * :mod:`.report`      the result, as a table and as JSON;
 * :mod:`.acceptance`  ``replay_check_run``: the whole check, end to end.
 """
