@@ -129,8 +129,7 @@ class CommitPlan:
     strict_links: bool
     """True for ``write_file`` / ``delete_file``: they never replace or delete a symlink."""
     header: bytes | None = None
-    """The header lines after tree and parents, verbatim (then author, committer and
-    encoding are None)."""
+    """The header lines after tree and parents, verbatim (author, committer, encoding None)."""
 
 
 def git_date(value: Any) -> str:
