@@ -22,8 +22,9 @@ branch's first-parent line, after a root commit, holds one commit per case:
   ``Signed-off-by``, a block without a final newline, ``(cherry picked from commit ...)``, a mixed
   block that is one only by git's 25% rule, blank lines and an old ``Conflicts:`` block after a
   block, a last paragraph that is not a block;
-* an author line git's own parser reads ambiguously (``Name<email> <none@none>``), and extra
-  headers: ``mergetag`` and ``gpgsig`` (multi-line, kept byte for byte).
+* an author line git's own parser reads ambiguously (``Name<email> <none@none>``), a committer
+  line without a date, and extra headers: ``mergetag`` and ``gpgsig`` (multi-line, kept byte for
+  byte).
 
 It is built with the product's :mod:`runtime.planners.git_history.history_builder`; raw commits
 are written with ``git hash-object -t commit`` where porcelain would normalise the case away.
@@ -224,7 +225,7 @@ TRAILER_MESSAGES = (
 
 def build_trailer_repo(path: Path, *, rounds: int = 2) -> Path:
     """A small history of only the trailer and header cases, ``rounds`` times over after a root
-    commit (``rounds * 10`` commits to replay), at ``path`` (must not exist)."""
+    commit (``rounds * 11`` commits to replay), at ``path`` (must not exist)."""
     history_init(path)
     history_write(path, "README.md", "# trailers\n")
     _commit(path, "Root\n", 0)
@@ -244,6 +245,9 @@ def _trailer_cases(repo: Path) -> None:
     _raw_commit(repo, b"An author line git reads ambiguously\n\nSigned-off-by: Nobody <none@none>\n",
                 author=b"Name<email> <none@none>" + stamp,
                 committer=b"Grace Hopper <grace@example.org>" + stamp)
+    history_write(repo, "trailers.txt", "undated committer\n")
+    _raw_commit(repo, b"A committer line git cannot date\n", author=b"Ada Lovelace <ada@example.org>" + stamp,
+                committer=b"Grace Hopper <grace@example.org>")
     history_write(repo, "trailers.txt", "extra headers\n")
     _raw_commit(repo, b"Merge tag 'v1.0'\n\nSigned-off-by: Ada Lovelace <ada@example.org>\n",
                 author=b"Ada Lovelace <ada@example.org>" + stamp,

@@ -5,11 +5,12 @@ tree and parents is the source's byte for byte, its message is the source's byte
 receipt lines, and ``git interpret-trailers --parse`` (and ``git log``'s trailer parse) of it is
 the source's trailers followed by Ratchet's (DESIGN.md section 5.13).
 
-The history (``tests/helpers/git_cases.py``, twenty commits): ``Co-authored-by`` and a trailing
+The history (``tests/helpers/git_cases.py``, twenty-two commits): ``Co-authored-by`` and a trailing
 ``Signed-off-by``, a block without a final newline, ``(cherry picked from commit ...)`` lines, a
 mixed block that is one only by git's 25% rule, a last paragraph that is not a block, blank lines
 and an old ``Conflicts:`` block after a block, a folded trailer, an author line
-``Name<email> <none@none>``, and ``mergetag`` and ``gpgsig`` headers.
+``Name<email> <none@none>``, a committer line without a date, and ``mergetag`` and ``gpgsig``
+headers.
 """
 
 from __future__ import annotations

@@ -193,11 +193,13 @@ def parse_log_record(record: bytes, *, repo: pygit2.Repository, instance_id: str
             cannot be read.
     """
     fields = record.decode("ascii", "replace").strip("\n").split("\x1f")
-    if len(fields) != 4 or not fields[3].isdigit():
+    if len(fields) != 4 or not (fields[3].isdigit() or not fields[3]):
         raise AdapterStoreCorruptError("unexpected git log record", instance_id=instance_id)
     message = raw_message(repo, fields[0], instance_id=instance_id)
+    # A committer line git cannot date (a replayed header, verbatim) prints no %ct: 0 then, and
+    # the receipt's time is its Committed-At trailer anyway.
     return LoggedCommit(sha=fields[0], tree=fields[1], parents=tuple(fields[2].split()),
-                        committed_epoch=int(fields[3]),
+                        committed_epoch=int(fields[3] or 0),
                         trailers=_trailer_map(trailers_of(message)))
 
 
