@@ -20,9 +20,9 @@ an old ``Conflicts:`` block, a scissors line) stays after them, as ``git interpr
 keeps it. An empty or blank message gets the title :data:`BLANK_MESSAGE_TITLE` before the
 trailers, because git takes the first paragraph for the title and never for trailers.
 
-Every read goes through one reader, :mod:`runtime.adapters.git.trailers` (git's rules): the
-key index's ``git log`` prints raw messages and they are parsed here, and so is a commit just
-written. Receipts written before the trailers joined a block (always ``\\n\\n`` and a last
+Every read goes through one reader, :mod:`runtime.adapters.git.trailers` (git's rules), on
+the raw message bytes from the object database: the commits the key index's ``git log`` lists,
+and a commit just written. Receipts written before the trailers joined a block (always ``\\n\\n`` and a last
 paragraph of their own) are read the same way. History below the instance's base commit (HEAD
 when the adapter first opened the repository; a replay target's base is the clone's checkout)
 is never read at all: a source's own trailers there, forged or real, are not this instance's
