@@ -44,7 +44,7 @@ import pygit2
 
 from runtime.adapters.fence import fence_read
 from runtime.adapters.git.process import GitProcess
-from runtime.adapters.git.trailers import trailers_add, trailers_of
+from runtime.adapters.git.trailers import trailer_block, trailers_add, trailers_of
 from runtime.adapters.receipt_json import receipt_from_json
 from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import Receipt
@@ -151,7 +151,10 @@ def original_message(full: bytes) -> bytes:
     Raises:
         ValueError: ``full`` carries no Ratchet trailer lines.
     """
-    found = list(_OUR_LINES.finditer(full))[-1:]
+    block = trailer_block(full)
+    runs = list(_OUR_LINES.finditer(full))
+    # The run git reads as trailers, not a look-alike after a scissors line of the source.
+    found = [m for m in runs if block.start <= m.start() and m.end() <= block.end][-1:] or runs[-1:]
     if not found:
         raise ValueError("the message carries no Ratchet trailer block")
     before, after = full[:found[0].start()], full[found[0].end():]
