@@ -13,7 +13,9 @@ Modules, one concept each:
 * :mod:`.processes`   process groups of the children: start, list (is git running?), kill;
 * :mod:`.chaos`       drive the run in children and kill them at seeded random moments;
 * :mod:`.audit`       the exactly-once checks on the finished target;
+* :mod:`.fidelity`    each replayed commit read in git as its source (header, message, trailers);
 * :mod:`.baseline`    the same commits made by a plain ``git`` loop, for the cost ratio;
+* :mod:`.uninterrupted` the cost of a write: a sample replayed again with no kill, and the loop;
 * :mod:`.report`      the result, as a table and as JSON;
 * :mod:`.acceptance`  ``replay_check_run``: the whole check, end to end.
 """

@@ -8,15 +8,19 @@ from pathlib import Path
 
 from runtime.models import Run
 from runtime.replay_check.audit import Audit, Check, replay_audit
-from runtime.replay_check.baseline import baseline_measure
 from runtime.replay_check.chaos import ChildRecord, KillPlan, chaos_drive
 from runtime.replay_check.report import ReplayCheckReport
 from runtime.replay_check.repository import WHOLE_HISTORY, replay_range
 from runtime.replay_check.task import write_replay_task
+from runtime.replay_check.uninterrupted import cost_measure
+
+COST_COMMITS = 200
+"""Commits the uninterrupted cost sample replays by default (the first of the range)."""
 
 
 def replay_check_run(*, source: Path, workdir: Path, kills: int, seed: int, range_: str = WHOLE_HISTORY,
                      lease_seconds: float = 5.0, git_share: float = 0.5, baseline: bool = True,
+                     cost_commits: int = COST_COMMITS,
                      env: Mapping[str, str] | None = None, child_timeout: float = 3600.0,
                      on_child: Callable[[ChildRecord], None] | None = None) -> ReplayCheckReport:
     """Replay ``range_`` of ``source`` under ``kills`` seeded external SIGKILLs and audit the result.
@@ -30,7 +34,9 @@ def replay_check_run(*, source: Path, workdir: Path, kills: int, seed: int, rang
         range_: ``"whole"`` (every first-parent commit after the root), ``"last:N"`` or ``"A..B"``.
         lease_seconds: the children's lease time to live, in seconds (a takeover waits this long).
         git_share: the share of kills (0..1) that wait for a git process in the child's group.
-        baseline: also time a plain git loop over the same commits.
+        baseline: also measure the cost of a write: the first ``cost_commits`` commits replayed
+            again uninterrupted, and a plain git loop over them (:mod:`.uninterrupted`).
+        cost_commits: commits in that sample (0: the whole range).
         env: the children's environment (default: this process's).
         child_timeout: seconds after which a hung child is killed and counted as an error.
         on_child: called after every child process.
@@ -59,12 +65,16 @@ def replay_check_run(*, source: Path, workdir: Path, kills: int, seed: int, rang
                       phase="-", stop_reason="")
     else:
         audit = replay_audit(run_id=run.run_id, source=source, replay=replay, target=Path(run.spec["target"]))
-    measured = baseline_measure(source=source, replay=replay, scratch=workdir / "baseline") if baseline else None
+    measured = (cost_measure(source=source, replay=replay, workdir=workdir / "uninterrupted",
+                             commits=cost_commits) if baseline else None)
     # Per commit the run really made: a drive that ended early must not look cheap.
-    ms_per_write = 1000.0 * log.wall_seconds / max(audit.target_commits or count, 1)
+    wall_ms_per_write = 1000.0 * log.wall_seconds / max(audit.target_commits or count, 1)
     error = log.error
-    if measured is not None and not measured.tree_matches:
+    if measured is not None and not measured.baseline.tree_matches:
         error = (error + "; " if error else "") + "the plain git loop did not reproduce the tip tree"
+    if measured is not None and measured.phase != "completed":
+        error = (error + "; " if error else "") + f"the uninterrupted sample ended {measured.phase}"
+    counted = measured is not None and measured.phase == "completed"
     return ReplayCheckReport(
         source=str(source),
         range=replay.range,
@@ -85,9 +95,13 @@ def replay_check_run(*, source: Path, workdir: Path, kills: int, seed: int, rang
         stop_reason=audit.stop_reason,
         frozen=audit.phase in ("needs_review", "awaiting_approval"),
         wall_seconds=log.wall_seconds,
-        ms_per_write=ms_per_write,
-        baseline_ms_per_commit=measured.ms_per_commit if measured else None,
-        cost_ratio=ms_per_write / measured.ms_per_commit if measured and measured.commits else None,
+        wall_ms_per_write=wall_ms_per_write,
+        cost_commits=measured.commits if measured else 0,
+        ms_per_write=measured.ms_per_write if measured and counted else None,
+        baseline_ms_per_commit=measured.baseline.ms_per_commit if measured else None,
+        cost_ratio=measured.ratio if measured and counted else None,
+        wall_ratio=(wall_ms_per_write / measured.baseline.ms_per_commit
+                    if measured and measured.baseline.commits else None),
         lease_seconds=lease_seconds,
         workdir=str(workdir),
         error=error,

@@ -8,6 +8,8 @@ row and trace, never from what the engine says about itself:
   objects non-canonically, and a replay rebuilds them canonically, with another id);
 * exactly one target commit per source commit on the first-parent line, nothing merged in beside;
 * target commit ``i`` has source commit ``i``'s tree (a replay in the right order, none skipped);
+* target commit ``i`` reads in git as source commit ``i``: header bytes, message bytes around
+  the receipt, git's trailer parse the source's followed by Ratchet's (``.fidelity``);
 * every target commit carries exactly one ``Idempotency-Key`` (no commit without a key);
 * each key is on exactly one commit (no duplicate effect);
 * the work tree is clean and git left no lock file behind;
@@ -23,6 +25,7 @@ from pathlib import Path
 from runtime.errors import RatchetError
 from runtime.evidence.trace import trace_verify
 from runtime.models import Run, TraceEvent
+from runtime.replay_check.fidelity import fidelity_check
 from runtime.replay_check.repository import (
     ReplayRange,
     commits_between,
@@ -138,6 +141,11 @@ def _git_checks(*, source: Path, replay: ReplayRange, target: Path, counts: dict
                                              if other_ids else "")
     checks.append(Check("each target commit has its source commit's tree",
                         not wrong and len(source_trees) == len(made), detail))
+
+    fidelity = fidelity_check(source=source, base=replay.base, tip=replay.tip, target=target,
+                              targets=[c.commit for c in made])
+    checks.append(Check("each target commit reads in git as its source commit (header, message, trailers)",
+                        fidelity.passed, fidelity.detail()))
 
     unkeyed = [c.commit for c in made if len(c.keys) != 1]
     counts["unkeyed"] = sum(1 for c in made if not c.keys)

@@ -29,10 +29,16 @@ class ReplayCheckReport:
         unkeyed: target commits without a key (must be 0).
         phase, stop_reason: the run's final phase; ``frozen`` is True for needs_review/awaiting_approval.
         wall_seconds: the whole drive, kills and lease takeovers included.
-        ms_per_write: ``wall_seconds`` per commit the run made (per source commit if it made
-            none), in milliseconds.
-        baseline_ms_per_commit: the plain git loop's cost per commit (``None`` when not measured).
-        cost_ratio: ``ms_per_write / baseline_ms_per_commit`` (``None`` when not measured).
+        wall_ms_per_write: ``wall_seconds`` per commit the run made (per source commit if it
+            made none), in milliseconds: the wall time *under kills*, takeovers and redone work
+            included -- not the cost of a write.
+        cost_commits: commits of the uninterrupted cost sample (0 when not measured).
+        ms_per_write: the cost of a write: the uninterrupted replay of the sample, milliseconds
+            per commit (``None`` when not measured or the sample did not complete).
+        baseline_ms_per_commit: the plain git loop over the same sample, per commit.
+        cost_ratio: ``ms_per_write / baseline_ms_per_commit``.
+        wall_ratio: ``wall_ms_per_write / baseline_ms_per_commit`` (the killed run's wall time
+            against the plain loop; what this report called the cost before).
         lease_seconds: the children's lease time to live.
         workdir: where the task, the target clone and the children's logs are.
         error: why the drive ended early, if it did.
@@ -58,9 +64,12 @@ class ReplayCheckReport:
     stop_reason: str
     frozen: bool
     wall_seconds: float
-    ms_per_write: float
+    wall_ms_per_write: float
+    cost_commits: int
+    ms_per_write: float | None
     baseline_ms_per_commit: float | None
     cost_ratio: float | None
+    wall_ratio: float | None
     lease_seconds: float
     workdir: str
     error: str = ""
@@ -79,9 +88,15 @@ class ReplayCheckReport:
 
     def table(self) -> str:
         """The human-readable report: figures, then one line per check, then PASS or FAIL."""
-        cost = (f"{self.ms_per_write:.1f} ms/write" if self.cost_ratio is None else
-                f"{self.ms_per_write:.1f} ms/write vs plain git {self.baseline_ms_per_commit:.1f} ms/commit "
-                f"({self.cost_ratio:.1f}x)")
+        cost = "not measured"
+        if self.ms_per_write is not None and self.cost_ratio is not None:
+            cost = (f"{self.ms_per_write:.1f} ms/write uninterrupted vs plain git "
+                    f"{self.baseline_ms_per_commit:.1f} ms/commit ({self.cost_ratio:.1f}x), "
+                    f"first {self.cost_commits} commits")
+        under_kills = f"{self.wall_ms_per_write:.1f} ms/write wall time under kills"
+        if self.wall_ratio is not None:
+            under_kills += f" ({self.wall_ratio:.1f}x plain git)"
+        under_kills += f", {self.kills} kills and {self.takeovers} takeovers included"
         rows = [
             ("source", f"{self.source} ({self.range})"),
             ("run", self.run_id or "-"),
@@ -93,6 +108,7 @@ class ReplayCheckReport:
             ("final phase", f"{self.phase} ({self.stop_reason or '-'})" + (" FROZEN" if self.frozen else "")),
             ("wall time", f"{self.wall_seconds:.1f} s (lease {self.lease_seconds:g} s per takeover)"),
             ("cost", cost),
+            ("under kills", under_kills),
             ("workdir", self.workdir),
         ]
         lines = [f"{name:12} {value}" for name, value in rows]

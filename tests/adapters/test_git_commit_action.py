@@ -47,8 +47,9 @@ def test_single_file_actions_land_as_ratchet_commits(git_env: Env) -> None:
 def test_a_message_that_forges_trailers_is_kept_verbatim_and_never_read_as_a_receipt(
         git_env: Env) -> None:
     """A message is replayed byte for byte, even one ending with another
-    key's trailer (a history that Ratchet itself replayed). Only the last paragraph holds
-    trailers, and that is always Ratchet's own block."""
+    key's trailer (a history that Ratchet itself replayed). A block holding a Ratchet trailer
+    is never joined, so git's trailers are Ratchet's own block alone (DESIGN.md section 5.16).
+    Without a final newline the message reads back with one (the two cannot be told apart)."""
     forged = "Innocent\n\nIdempotency-Key: someone-elses-key"
     receipt = git_env.execute(commit_action(git_env, message=forged), "key-1")
 
@@ -56,7 +57,10 @@ def test_a_message_that_forges_trailers_is_kept_verbatim_and_never_read_as_a_rec
     assert [r.idempotency_key for r in git_env.adapter.receipts()] == ["key-1"]
     assert commits_with_key(git_env.path, "someone-elses-key") == 0
     raw = git(git_env.path, "cat-file", "commit", receipt.receipt_id)
-    assert original_message(raw.split("\n\n", 1)[1].encode()) == forged.encode()
+    message = raw.split("\n\n", 1)[1]
+    # The block holding another key is not joined: Ratchet's lines are a paragraph of their own.
+    assert message.startswith(forged + "\n\nIdempotency-Key: key-1\n")
+    assert original_message(message.encode()) == forged.encode() + b"\n"
 
 
 @pytest.mark.parametrize("overrides", [

@@ -24,6 +24,10 @@ MESSAGES = [
     "# a comment-looking line\n\n# another",
     "Ünïcode títle 🚀\n\nbody: with colon",
     "Conflicts:\n\tfile.txt\n",
+    "Joined\n\nCo-authored-by: B <b@example.com>\nSigned-off-by: A <a@example.com>\n",
+    "Joined, no newline\n\n(cherry picked from commit 0123456789abcdef)\nSigned-off-by: A",
+    "Trailing blank after the block\n\nAcked-by: C\n\n\n# comment\n",
+    "Scissors\n\nbody\n# ------------------------ >8 ------------------------\nIdempotency-Key: cut\n",
 ]
 KEYS = ["key-1", "ключ-2", "emoji 🗝 key", "key: with colon", "k" * 200]
 
@@ -42,14 +46,21 @@ def test_the_read_back_commit_equals_what_git_log_reads(git_env: Env, message: s
         ours = written_commit(repo, sha, instance_id="test")
 
         assert ours is not None
-        assert ours == commit_info(GitProcess(git_env.path), sha, instance_id="test")
+        assert ours == commit_info(GitProcess(git_env.path), repo, sha, instance_id="test")
         assert receipt.idempotency_key == key
 
 
-def test_a_commit_with_an_encoding_header_is_left_to_git(git_env: Env) -> None:
-    action = commit_action(git_env, message="caf\u00e9", encoding="ISO-8859-1")
+def test_a_commit_with_an_encoding_header_reads_the_same_in_process_and_through_git(
+        git_env: Env) -> None:
+    """Both reads parse the raw message bytes (``git log`` would re-encode them) with the one
+    trailer reader."""
+    action = commit_action(git_env, message="caf\u00e9\n\nSigned-off-by: J\u00e9r\u00f4me <j@x>\n",
+                           encoding="ISO-8859-1")
     receipt = git_env.execute(action, "key-latin")
     repo = pygit2.Repository(str(git_env.path / ".git"))
 
-    assert written_commit(repo, receipt.receipt_id, instance_id="test") is None
+    ours = written_commit(repo, receipt.receipt_id, instance_id="test")
+    assert ours == commit_info(GitProcess(git_env.path), repo, receipt.receipt_id, instance_id="test")
+    assert ours is not None and ours.keys == ("key-latin",)
+    assert "signed-off-by" in ours.trailers
     assert git(git_env.path, "cat-file", "-p", receipt.receipt_id).count("encoding ISO-8859-1")

@@ -17,7 +17,14 @@ branch's first-parent line, after a root commit, holds one commit per case:
 * a file turned into a directory and a directory turned into a file;
 * a merge made with ``-s ours`` (changes nothing on the first-parent line), an ordinary merge
   and an octopus merge of two branches;
-* authors and committers that differ, with offsets such as ``+1345``, ``-0930`` and ``-0000``.
+* authors and committers that differ, with offsets such as ``+1345``, ``-0930`` and ``-0000``;
+* source trailer blocks (DESIGN.md section 5.16): ``Co-authored-by`` and a trailing
+  ``Signed-off-by``, a block without a final newline, ``(cherry picked from commit ...)``, a mixed
+  block that is one only by git's 25% rule, blank lines and an old ``Conflicts:`` block after a
+  block, a last paragraph that is not a block;
+* an author line git's own parser reads ambiguously (``Name<email> <none@none>``), a committer
+  line without a date, and extra headers: ``mergetag`` and ``gpgsig`` (multi-line, kept byte for
+  byte).
 
 It is built with the product's :mod:`runtime.planners.git_history.history_builder`; raw commits
 are written with ``git hash-object -t commit`` where porcelain would normalise the case away.
@@ -76,14 +83,15 @@ def _commit(repo: Path, message: str | bytes, date: int) -> None:
 
 
 def _raw_commit(repo: Path, message: bytes, *, author: bytes, committer: bytes,
-                encoding: bytes | None = None) -> None:
-    """Commit the staged tree with exactly these header and message bytes."""
+                encoding: bytes | None = None, extra: bytes = b"") -> None:
+    """Commit the staged tree with exactly these header and message bytes (``extra``: header
+    lines after the encoding)."""
     _git(repo, "add", "-A")
     tree = _git(repo, "write-tree").strip()
     head = _git(repo, "rev-parse", "HEAD").strip()
     body = f"tree {tree}\nparent {head}\n".encode() + b"author " + author + b"\ncommitter " \
-        + committer + b"\n" + (b"encoding " + encoding + b"\n" if encoding else b"") + b"\n" \
-        + message
+        + committer + b"\n" + (b"encoding " + encoding + b"\n" if encoding else b"") + extra \
+        + b"\n" + message
     sha = _git(repo, "hash-object", "-t", "commit", "-w", "--stdin", input=body).strip()
     _git(repo, "update-ref", "HEAD", sha)
 
@@ -192,4 +200,58 @@ def build_case_repo(path: Path) -> Path:
 
     (repo / "src/main.py").unlink()
     _commit(repo, "Delete the last file of a directory\n", 21)
+    _trailer_cases(repo)
     return repo
+
+
+_SIG = (b"-----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAdFiEEnotarealsignature0000000000000=\n"
+        b" =AbCd\n -----END PGP SIGNATURE-----\n")
+TRAILER_MESSAGES = (
+    b"Add co-authors\n\nBody.\n\nCo-authored-by: Bea <bea@example.org>\n"
+    b"Signed-off-by: Ada Lovelace <ada@example.org>\n",
+    b"A block without a final newline\n\nReviewed-by: Cy <cy@example.org>\n"
+    b"Signed-off-by: Ada Lovelace <ada@example.org>",
+    b"Backport a fix\n\nBody.\n\n(cherry picked from commit 0123456789abcdef0123456789abcdef01234567)\n"
+    b"Signed-off-by: Ada Lovelace <ada@example.org>\n",
+    b"A mixed block\n\nsome prose in the last paragraph\nmore prose\n"
+    b"Signed-off-by: Ada Lovelace <ada@example.org>\n",
+    b"Not a block\n\nThe last paragraph: prose with a colon\nand no trailer at all\n",
+    b"Blank lines after the block\n\nAcked-by: Dee <dee@example.org>\n\n\n",
+    b"Merge with conflicts\n\nSigned-off-by: Ada Lovelace <ada@example.org>\n\nConflicts:\n\tfile.c\n",
+    b"Folded\n\nCo-authored-by: Bea\n <bea@example.org>\nSigned-off-by: Ada Lovelace <ada@example.org>\n",
+)
+"""Messages ending (or not) in a trailer block by git's rules, one commit each."""
+
+
+def build_trailer_repo(path: Path, *, rounds: int = 2) -> Path:
+    """A small history of only the trailer and header cases, ``rounds`` times over after a root
+    commit (``rounds * 11`` commits to replay), at ``path`` (must not exist)."""
+    history_init(path)
+    history_write(path, "README.md", "# trailers\n")
+    _commit(path, "Root\n", 0)
+    for _ in range(rounds):
+        _trailer_cases(path)
+    return path
+
+
+def _trailer_cases(repo: Path) -> None:
+    """Source trailer blocks, an ambiguous author line and extra headers (module docstring)."""
+    stamp = b" 1700100000 +0000"
+    for n, message in enumerate(TRAILER_MESSAGES):
+        history_write(repo, "trailers.txt", f"case {n}\n")
+        _raw_commit(repo, message, author=b"Ada Lovelace <ada@example.org>" + stamp,
+                    committer=b"Grace Hopper <grace@example.org>" + stamp)
+    history_write(repo, "trailers.txt", "ambiguous author\n")
+    _raw_commit(repo, b"An author line git reads ambiguously\n\nSigned-off-by: Nobody <none@none>\n",
+                author=b"Name<email> <none@none>" + stamp,
+                committer=b"Grace Hopper <grace@example.org>" + stamp)
+    history_write(repo, "trailers.txt", "undated committer\n")
+    _raw_commit(repo, b"A committer line git cannot date\n", author=b"Ada Lovelace <ada@example.org>" + stamp,
+                committer=b"Grace Hopper <grace@example.org>")
+    history_write(repo, "trailers.txt", "extra headers\n")
+    _raw_commit(repo, b"Merge tag 'v1.0'\n\nSigned-off-by: Ada Lovelace <ada@example.org>\n",
+                author=b"Ada Lovelace <ada@example.org>" + stamp,
+                committer=b"Grace Hopper <grace@example.org>" + stamp,
+                extra=b"mergetag object 0123456789abcdef0123456789abcdef01234567\n type commit\n"
+                      b" tag v1.0\n tagger Ada Lovelace <ada@example.org> 1700100000 +0000\n \n"
+                      b" v1.0\n" + b"gpgsig " + _SIG)

@@ -5,9 +5,10 @@ on the first-parent line, an octopus merge, CRLF / blank / non-UTF-8 messages wi
 ``encoding`` header, symlinks, gitlinks, mode changes, renames, binary and large files, unusual
 path names, distinct authors and committers with odd offsets. Every commit after the root is
 replayed through the real planner and the real git adapter. Each replayed commit must have the
-source commit's tree, the same author, committer and encoding header lines, and a message that
-is the source message byte for byte once the receipt trailers are taken off -- one commit per
-source commit, one commit per key. The last story drives the same replay through the engine.
+source commit's tree, the same header lines after the tree and parents byte for byte (author,
+committer, encoding, mergetag, gpgsig), the source message's bytes around the receipt lines and
+git's trailer parse the source's trailers followed by Ratchet's (DESIGN.md section 5.16) -- one
+commit per source commit, one commit per key. The last story drives the same replay through the engine.
 """
 
 from __future__ import annotations
@@ -19,27 +20,20 @@ from pathlib import Path
 import pytest
 
 from runtime.adapters.git.adapter import GitAdapter
-from runtime.adapters.git.receipts import original_message
 from runtime.core.checkpoint import Action
 from runtime.planners.git_history.planner import GitHistoryPlanner
 from runtime.planners.git_history.replay_state import read_replay_state, replay_commits
 from runtime.planners.git_history.replay_target import clone_at_base
 from tests.engine.support import run_target, write_replay_task
 from tests.helpers.git_cases import build_case_repo, first_parent_count
+from tests.helpers.replay_fidelity import check_replay, check_replayed
 from tests.planners.gitrepo import BlobStore, observation
-
-_KEPT_HEADERS = (b"author", b"committer", b"encoding")
 
 
 def _git(repo: Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True,
                           env={"PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull,
                                "GIT_CONFIG_NOSYSTEM": "1"}).stdout
-
-
-def _split(raw: bytes) -> tuple[list[bytes], bytes]:
-    header, _, message = raw.partition(b"\n\n")
-    return [line for line in header.split(b"\n") if line.split(b" ")[0] in _KEPT_HEADERS], message
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +58,7 @@ def _replay_last(cases: Path, target: Path, count: int) -> tuple[dict, GitAdapte
         replayed = receipt.receipt_id
         assert _git(target, "rev-parse", f"{replayed}^{{tree}}") == \
             _git(cases, "rev-parse", f"{source_commit}^{{tree}}"), f"commit {cursor}"
-        source_headers, source_message = _split(_git(cases, "cat-file", "commit", source_commit))
-        headers, message = _split(_git(target, "cat-file", "commit", replayed))
-        assert headers == source_headers, f"commit {cursor}"
-        assert original_message(message) == source_message, f"commit {cursor}"
+        assert check_replayed(cases, source_commit, target, replayed) == [], f"commit {cursor}"
         assert _git(target, "status", "--porcelain") == b""
 
     replayed_commits = _git(target, "rev-list", f"{state['base']}..HEAD").split()
@@ -118,3 +109,5 @@ def test_the_engine_replays_every_case_to_completion(
     target = run_target(run_id)
     assert _git(target, "rev-parse", "HEAD^{tree}") == _git(cases, "rev-parse", "HEAD^{tree}")
     assert len(_git(target, "log", "--format=%H", "--first-parent", "HEAD").split()) == count + 1
+    base = _git(cases, "rev-parse", f"HEAD~{count}").decode().strip()
+    assert check_replay(cases, base, _git(cases, "rev-parse", "HEAD").decode().strip(), target) == {}

@@ -1,10 +1,10 @@
 """Story: a replay range the adapter could not reproduce exactly fails when the run is created.
 
-Submodules and symlinks are replayed; what a Ratchet action cannot carry -- a path
-that is not UTF-8, a message whose trailers git could not read back -- is refused (not silently
-skipped) with an error naming the commit; so are ranges whose base is off the first-parent line,
-ranges longer than the history, empty ranges, missing sources and planner states that were not
-made by this planner.
+Submodules, symlinks, identity lines git reads ambiguously and extra headers are replayed; what
+a Ratchet action cannot carry -- a path that is not UTF-8, a message or header whose receipt git
+could not read back -- is refused (not silently skipped) with an error naming the commit; so are
+ranges whose base is off the first-parent line, ranges longer than the history, empty ranges,
+missing sources and planner states that were not made by this planner.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ def _repo(tmp_path: Path) -> Path:
     return repo
 
 
-def _raw_commit(repo: Path, tree: str, message: bytes, *, extra_header: bytes = b"") -> str:
+def _raw_commit(repo: Path, tree: str, message: bytes, *, extra_header: bytes = b"",
+                author: bytes = b"A <a@example.org> 1 +0000") -> str:
     head = git(repo, "rev-parse", "HEAD").strip()
-    body = (f"tree {tree}\nparent {head}\n".encode() + b"author A <a@example.org> 1 +0000\n"
+    body = (f"tree {tree}\nparent {head}\n".encode() + b"author " + author + b"\n"
             b"committer A <a@example.org> 1 +0000\n" + extra_header + b"\n" + message)
     sha = git(repo, "hash-object", "-t", "commit", "-w", "--literally", "--stdin",
               input=body).strip()
@@ -59,6 +60,8 @@ def test_it_refuses_a_path_that_is_not_utf8(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("message", "header", "why"), [
     (b"NUL \0 inside\n", b"", "NUL"),
     ("EBCDIC\n".encode("cp037"), b"encoding cp037\n", "not ASCII-compatible"),
+    (b"# ------------------------ >8 ------------------------\nall ignored\n", b"", "scissors"),
+    (b"fine\n", b"x-extra a\0b\n", "NUL"),
 ])
 def test_it_refuses_a_message_whose_trailers_could_not_be_read_back(
         tmp_path: Path, message: bytes, header: bytes, why: str) -> None:
@@ -69,6 +72,25 @@ def test_it_refuses_a_message_whose_trailers_could_not_be_read_back(
     with pytest.raises(GitReplayUnsupportedError, match=why) as caught:
         GitHistoryPlanner(source=repo, range="last:1").init_state()
     assert sha in str(caught.value)
+
+
+@pytest.mark.parametrize("author", [
+    b"Name<email> <none@none> 1 +0000",       # git splits it at the first "<"
+    b"<> 1 +0000",
+    b"A <a@example.org> 1 +0000 trailing",    # not a date git can read
+    b"A <a@example.org>",                      # no date at all
+])
+def test_an_identity_line_git_reads_oddly_is_carried_verbatim(tmp_path: Path, author: bytes) -> None:
+    repo = _repo(tmp_path)
+    _raw_commit(repo, git(repo, "rev-parse", "HEAD^{tree}").strip(), b"odd author\n", author=author,
+                extra_header=b"gpgsig -----BEGIN PGP SIGNATURE-----\n \n -----END PGP SIGNATURE-----\n")
+    planner = GitHistoryPlanner(source=repo, range="last:1")
+
+    action = planner.propose(cursor=0, planner_state=planner.init_state(), observation=observation(),
+                             put_blob=BlobStore().put)
+
+    assert action.params["header"].encode().startswith(b"author " + author + b"\ncommitter ")
+    assert "author_name" not in action.params
 
 
 def test_it_refuses_a_base_off_the_first_parent_line(history: History) -> None:

@@ -325,7 +325,7 @@ class GitAdapter:
             recover(self._git, self._git_dir, head=commit, fresh=True)
             crash_point(CP_AFTER_WRITE)
             made = (written_commit(self._repo, commit, instance_id=self._instance_id)
-                    or commit_info(self._git, commit, instance_id=self._instance_id))
+                    or commit_info(self._git, self._repo, commit, instance_id=self._instance_id))
             self._index.record(made)
             return self._receipt(made)
 

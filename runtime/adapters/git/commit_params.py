@@ -14,15 +14,25 @@ One ``commit`` action becomes one commit (DESIGN.md section 5: one key, one effe
         "encoding": "<the commit's encoding header, verbatim>",
     })
 
+    # or, for a header the fields above cannot say byte for byte (an identity line git's
+    # parser reads ambiguously, gpgsig / mergetag / any other extra header, unusual order):
+    Action(kind="commit", target="", params={
+        "message": ..., "changes": [...],
+        "header": <text> | {"base64": ...},   # every header line after tree and parents
+    })
+
 Byte-valued fields are plain strings when their bytes are UTF-8, else ``{"base64": ...}``, so any
 message or identity git holds round-trips byte for byte. Dates are ISO 8601 with an offset or
 git's raw ``"<epoch> <+hhmm>"`` (kept verbatim, so ``-0000`` survives). ``changes`` may be
 empty: an empty commit, or a merge that changed nothing on the first-parent line, is still one
 commit.
 
-What is refused, and why: a NUL byte in the message (``git log`` stops reading at it, so the
-receipt trailers after it could not be read back); ``<``, ``>``, NUL or a newline in a name or
-email (they would end the identity line); an ``encoding`` that is not ASCII-compatible (the
+What is refused, and why: a NUL byte in the message or the header (``git log`` stops reading
+the commit at it, so the receipt trailers after it could not be read back); a message git reads
+no trailers after (it opens with a scissors line); a ``header`` that would change the parents
+(it starts with a ``parent``, ``tree`` or continuation line) or holds a blank line; ``<``,
+``>``, NUL or a newline in a name or email given as fields (they would end the identity line;
+the ``header`` form carries such lines verbatim); an ``encoding`` that is not ASCII-compatible (the
 ASCII trailers appended to the message would not decode); paths git refuses to check out
 (``.git`` in any spelling, empty, ``.`` or ``..`` components) and a symlink named like a file git
 reads from the tree (``.gitmodules``, ``.gitattributes``, ``.gitignore``, ``.mailmap``). The
@@ -49,6 +59,7 @@ from runtime.adapters.actions import (
     check_content_digest,
     parse_file_action,
 )
+from runtime.adapters.git.receipts import receipt_fits
 from runtime.adapters.paths import MAX_PATH_CHARS
 from runtime.core.checkpoint import Action
 from runtime.errors import InvalidActionError, PathEscapeError
@@ -61,6 +72,7 @@ REGULAR, EXECUTABLE, SYMLINK, GITLINK = "100644", "100755", "120000", "160000"
 _REQUIRED = {"message", "author_name", "author_email", "author_date", "changes"}
 _COMMITTER = {"committer_name", "committer_email", "committer_date"}
 _OPTIONAL = _COMMITTER | {"encoding"}
+_HEADER_FORM = {"message", "changes", "header"}
 _RAW_DATE = re.compile(r"^@?(\d{1,12}) ([+-]\d{4})$")
 _OID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _ENCODING = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}$")
@@ -116,6 +128,8 @@ class CommitPlan:
     encoding: str | None
     strict_links: bool
     """True for ``write_file`` / ``delete_file``: they never replace or delete a symlink."""
+    header: bytes | None = None
+    """The header lines after tree and parents, verbatim (author, committer, encoding None)."""
 
 
 def git_date(value: Any) -> str:
@@ -183,7 +197,32 @@ def check_message(message: bytes) -> bytes:
     """
     if b"\0" in message:
         raise InvalidActionError("commit message holds a NUL byte; git log stops reading there")
+    if not receipt_fits(message):
+        raise InvalidActionError("git reads no trailers after this commit message (it opens "
+                                 "with a scissors line), so the receipt could not be read back")
     return message
+
+
+def check_header(header: bytes) -> bytes:
+    """Return ``header`` (the header lines after tree and parents) if written verbatim after
+    the new tree and parent lines it keeps the commit's parents and its receipt readable.
+
+    Raises:
+        InvalidActionError: a NUL byte, a blank line, no final newline, a first line git would
+            read as another tree or parent or as a continuation of the parent line, or an
+            ``encoding`` the receipt trailers would not survive.
+    """
+    if b"\0" in header:
+        raise InvalidActionError("commit header holds a NUL byte; git log stops reading there")
+    if not header.endswith(b"\n") or b"\n\n" in header or header.startswith(b"\n"):
+        raise InvalidActionError("commit header must be whole lines with no blank line")
+    if header.startswith((b"parent ", b"tree ", b" ")):
+        raise InvalidActionError("commit header would change the commit's tree or parents")
+    for line in header.split(b"\n"):
+        if line.startswith(b"encoding "):
+            check_encoding(line[9:].decode("ascii", "replace"))
+            break
+    return header
 
 
 def check_ident(name: bytes, email: bytes, date: Any, *, role: str) -> Identity:
@@ -327,6 +366,13 @@ def parse_action(action: Action, *, committer_default: Identity) -> CommitPlan:
         raise InvalidActionError("a commit action has an empty target")
     p = action.params
     keys = set(p)
+    if "header" in keys:
+        if keys != _HEADER_FORM:
+            raise InvalidActionError(f"a commit with a header takes exactly {sorted(_HEADER_FORM)}")
+        changes = _changes(p["changes"])
+        return CommitPlan(changes, check_message(param_bytes(p["message"], name="message")),
+                          None, None, None, strict_links=False,
+                          header=check_header(param_bytes(p["header"], name="header")))
     if not _REQUIRED <= keys or keys - _REQUIRED - _OPTIONAL:
         raise InvalidActionError(f"commit params must be {sorted(_REQUIRED)} plus optionally "
                                  f"{sorted(_OPTIONAL)}")
@@ -342,9 +388,13 @@ def parse_action(action: Action, *, committer_default: Identity) -> CommitPlan:
                                 param_bytes(p["committer_email"], name="committer_email"),
                                 p["committer_date"], role="committer")
     encoding = check_encoding(p["encoding"]) if "encoding" in p else None
-    raw_changes = p["changes"]
+    return CommitPlan(_changes(p["changes"]), message, author, committer, encoding,
+                      strict_links=False)
+
+
+def _changes(raw_changes: Any) -> list[GitChange]:
     if not isinstance(raw_changes, list) or len(raw_changes) > MAX_CHANGES:
         raise InvalidActionError(f"changes must be a list of at most {MAX_CHANGES} changes")
     changes = [parse_git_change(entry) for entry in raw_changes]
     _check_one_tree(changes)
-    return CommitPlan(changes, message, author, committer, encoding, strict_links=False)
+    return changes

@@ -2,7 +2,8 @@
 
 Looking a key up used to scan every commit above the base on every call (``git log --grep``), so
 a write cost O(commits made so far). The index is derived from the commit trailers and nothing
-else (:mod:`runtime.adapters.git.receipts` parses them, as before): it remembers the HEAD it was
+else (read by the one trailer reader, :mod:`runtime.adapters.git.trailers`, through
+:mod:`runtime.adapters.git.receipts`, as a receipt is): it remembers the HEAD it was
 built at, the Ratchet commits reachable from it (above the instance's base) grouped by key, and
 the newest ``Fencing-Token``. Commit ids name immutable content, so what is reachable from that
 HEAD never changes; when HEAD moves, the index reads only what is new:
@@ -63,11 +64,11 @@ class KeyIndex:
         if self._head == head:
             return
         if self._head is not None and _descends(repo, head, self._head):
-            new = ratchet_commits(git, instance_id=self._instance_id, base=self._base,
+            new = ratchet_commits(git, repo, instance_id=self._instance_id, base=self._base,
                                   since=self._head)
         else:
             self._commits, self._by_key, self._newest_token = [], {}, 0
-            new = ratchet_commits(git, instance_id=self._instance_id, base=self._base)
+            new = ratchet_commits(git, repo, instance_id=self._instance_id, base=self._base)
         for commit in new:
             self._add(commit)
         self._head = head

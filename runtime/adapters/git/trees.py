@@ -187,16 +187,22 @@ def write_commit(repo: pygit2.Repository, *, tree: str, parent: str, plan: Commi
                  message: bytes) -> str:
     """Write the commit object (exact bytes, see the module docstring) and return its id.
 
+    With ``plan.header`` the header after the tree and parent lines is those bytes verbatim
+    (identities, ``encoding``, ``gpgsig``, ``mergetag``, whatever the source held).
+
     Raises:
         AdapterCommandError: no author or committer, or libgit2 could not write the object.
     """
-    if plan.author is None or plan.committer is None:
+    body = f"tree {tree}\nparent {parent}\n".encode("ascii")
+    if plan.header is not None:
+        body += plan.header  # the source's own header lines, byte for byte
+    elif plan.author is None or plan.committer is None:
         raise AdapterCommandError("a commit needs an author and a committer")
-    body = (f"tree {tree}\nparent {parent}\n".encode("ascii")
-            + b"author " + plan.author.line() + b"\n"
-            + b"committer " + plan.committer.line() + b"\n")
-    if plan.encoding is not None:
-        body += f"encoding {plan.encoding}\n".encode("ascii")
+    else:
+        body += (b"author " + plan.author.line() + b"\n"
+                 + b"committer " + plan.committer.line() + b"\n")
+        if plan.encoding is not None:
+            body += f"encoding {plan.encoding}\n".encode("ascii")
     body += b"\n" + message
     # Raw bytes, not a parsed commit: libgit2 checks nothing here, as ``hash-object
     # --literally`` did not, so identities that real histories hold are kept; every field was

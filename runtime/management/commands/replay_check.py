@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
 from runtime.management.cli_numbers import count, fraction, seconds
-from runtime.replay_check.acceptance import replay_check_run
+from runtime.replay_check.acceptance import COST_COMMITS, replay_check_run
 from runtime.replay_check.chaos import ChildRecord
 from runtime.replay_check.repository import WHOLE_HISTORY
 
@@ -27,7 +27,9 @@ class Command(BaseCommand):
         "clone, running the run in child processes that are SIGKILLed (whole process group, git included) "
         "at moments a seeded RNG picks and resumed after each kill; then check the tip tree, one commit per "
         "source commit, one commit per idempotency key, no commit without a key, run completed and not "
-        "frozen. Prints a table (or --json). Uses the configured database. Exit codes: 0 every check "
+        "frozen. Reports the cost of a write (the first --cost-commits commits replayed again uninterrupted, "
+        "against a plain git loop over them) apart from the wall time under kills. Prints a table (or --json). "
+        "Uses the configured database. Exit codes: 0 every check "
         f"passed; 1 error (bad repository or range); 2 usage; {VIOLATION_EXIT_CODE} a check failed."
     )
 
@@ -48,7 +50,11 @@ class Command(BaseCommand):
                             help="directory for the task, target clone and logs (default var/replay-check/<time>)")
         parser.add_argument("--child-timeout", type=seconds(allow_zero=False), default=3600.0,
                             help="seconds after which a hung child is killed (default 3600)")
-        parser.add_argument("--no-baseline", action="store_true", help="skip the plain git loop timing")
+        parser.add_argument("--cost-commits", type=count(minimum=0), default=COST_COMMITS,
+                            help="commits (the first of the range) replayed again uninterrupted, and by a plain "
+                                 f"git loop, for the cost of a write; 0: the whole range (default {COST_COMMITS})")
+        parser.add_argument("--no-baseline", action="store_true",
+                            help="skip the cost measurement (the uninterrupted sample and the plain git loop)")
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -68,7 +74,8 @@ class Command(BaseCommand):
             report = replay_check_run(
                 source=Path(options["repo"]), range_=options["range"], kills=options["kills"], seed=options["seed"],
                 workdir=workdir, lease_seconds=options["lease_seconds"], git_share=options["git_share"],
-                baseline=not options["no_baseline"], child_timeout=options["child_timeout"], on_child=on_child,
+                baseline=not options["no_baseline"], cost_commits=options["cost_commits"],
+                child_timeout=options["child_timeout"], on_child=on_child,
             )
         except (RatchetError, ValueError) as exc:
             raise CommandError(str(exc)) from None

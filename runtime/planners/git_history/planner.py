@@ -18,6 +18,10 @@ and proposes one ``"commit"`` action in the git adapter's shape
         "changes": [<deletes by path>, <writes, symlinks, gitlinks by path>],
     })
 
+or, when those fields cannot say the source's header byte for byte (an identity line git reads
+ambiguously, ``mergetag``, ``gpgsig``, any other extra header), ``{"message", "header",
+"changes"}`` with the raw header lines after the tree and parents.
+
 ``changes`` may be empty (an empty commit, or a merge that changed nothing on the mainline);
 the adapter still makes one commit, so the commit count matches. Every commit of the range is
 scanned at run creation with the adapter's own checks, so a commit that cannot be replayed

@@ -1,7 +1,10 @@
 """A source commit as the parameters of one ``commit`` action, and the up-front range scan.
 
-For each replayed commit the planner carries over, byte for byte: the message, the author and
-committer (name, email, date with its exact offset) and the ``encoding`` header; and it lists
+For each replayed commit the planner carries over, byte for byte: the message and every header
+line after the tree and parents -- as the author and committer fields (name, email, date with
+its exact offset) and ``encoding`` when those say the header exactly, else as the raw ``header``
+(an identity line git's own parser would split differently, such as ``Name<email> <none@none>``,
+``gpgsig``, ``mergetag`` or any other extra header, an unusual order); and it lists
 the changes against the commit's first parent (``git diff-tree -r --no-renames``): regular and
 executable files, symlinks, gitlinks (the submodule's commit id; the submodule is never
 fetched), mode changes, and deletes -- a rename is a delete plus a write. The shapes are the git
@@ -14,10 +17,11 @@ Modes old git wrote and current git no longer writes (a ``100664`` file, a zero-
 ``040000`` subtree) are read by git as ``100644`` and ``40000`` and replayed that way: the
 replayed tree has another id and the same files, which is what ``tree-equals-source`` compares
 (DESIGN.md section 5.5). Still refused, because a Ratchet action cannot carry it or git would
-not check it out: a path that is not UTF-8 (actions carry paths as text), a path git refuses
-(``.git`` in any spelling), a mode git's own reader does not know, a symlink named
-``.gitmodules`` and the like, a message with a NUL byte, an ASCII-incompatible ``encoding``,
-identity lines git's own parser would not split the same way, and commits with more than
+not check it out, or the receipt could not be read back: a path that is not UTF-8 (actions
+carry paths as text), a path git refuses (``.git`` in any spelling), a mode git's own reader
+does not know, a symlink named ``.gitmodules`` and the like, a NUL byte in the message or the
+header (``git log`` stops reading the commit there), a message opening with a scissors line (git
+reads no trailers after it), an ASCII-incompatible ``encoding``, and commits with more than
 ``MAX_CHANGES`` changes. Imports nothing from Django.
 """
 
@@ -40,6 +44,7 @@ from runtime.adapters.git.commit_params import (
     Identity,
     bytes_param,
     check_encoding,
+    check_header,
     check_ident,
     check_message,
     git_date,
@@ -57,9 +62,12 @@ class SourceCommit:
     """What a replayed commit carries over, exactly as the source holds it."""
 
     message: bytes
-    author: Identity
-    committer: Identity
+    author: Identity | None
+    committer: Identity | None
     encoding: str | None
+    header: bytes | None = None
+    """The header lines after tree and parents, when the fields above do not say them exactly
+    (then the fields are None)."""
 
 
 @dataclass(frozen=True)
@@ -76,43 +84,62 @@ def _unsupported(commit: str, why: str) -> GitReplayUnsupportedError:
     return GitReplayUnsupportedError(f"commit {commit} cannot be replayed: {why}", commit=commit)
 
 
-def _ident(value: bytes | None, *, role: str, commit: str) -> Identity:
+def _ident(value: bytes | None, *, role: str) -> Identity | None:
     match = _IDENT_RE.match(value or b"")
     if match is None:
-        raise _unsupported(commit, f"its {role} line is malformed")
+        return None
     try:
-        return check_ident(match.group(1), match.group(2), match.group(3).decode("ascii"),
-                           role=role)
-    except InvalidActionError as exc:
-        raise _unsupported(commit, exc.message) from None
+        ident = check_ident(match.group(1), match.group(2), match.group(3).decode("ascii"),
+                            role=role)
+    except InvalidActionError:
+        return None
+    return ident if ident.line() == value else None
+
+
+def _fields_form(header: bytes) -> SourceCommit | None:
+    """Author, committer and encoding fields that write ``header`` back byte for byte, or None."""
+    lines = header.split(b"\n")
+    if len(lines) not in (2, 3) or not lines[0].startswith(b"author ") \
+            or not lines[1].startswith(b"committer "):
+        return None
+    encoding = None
+    if len(lines) == 3:
+        if not lines[2].startswith(b"encoding "):
+            return None
+        try:
+            encoding = check_encoding(lines[2][9:].decode("ascii"))
+        except (InvalidActionError, UnicodeDecodeError):
+            return None
+    author, committer = _ident(lines[0][7:], role="author"), _ident(lines[1][10:], role="committer")
+    if author is None or committer is None:
+        return None
+    return SourceCommit(message=b"", author=author, committer=committer, encoding=encoding)
 
 
 def parse_commit(raw: bytes, *, commit: str) -> SourceCommit:
     """Parse a raw commit object (``git cat-file commit``) into a :class:`SourceCommit`.
 
     Raises:
-        GitReplayUnsupportedError: a field the adapter could not reproduce exactly.
+        GitReplayUnsupportedError: a message or header the adapter could not reproduce exactly,
+            or whose receipt git could not read back.
     """
-    header, _, message = raw.partition(b"\n\n")
-    fields: dict[bytes, bytes] = {}
-    for line in header.split(b"\n"):
-        if line.startswith(b" "):  # continuation of a multi-line header such as gpgsig
-            continue
-        key, _, value = line.partition(b" ")
-        fields.setdefault(key, value)
-    encoding = None
+    at = raw.find(b"\n\n")
+    header, message = (raw, b"") if at < 0 else (raw[:at + 1], raw[at + 2:])
+    lines = header.split(b"\n")
+    rest = 1 if lines and lines[0].startswith(b"tree ") else 0
+    while rest < len(lines) and lines[rest].startswith(b"parent "):
+        rest += 1
+    tail = b"\n".join(lines[rest:])
     try:
         check_message(message)
-        if b"encoding" in fields:
-            encoding = check_encoding(fields[b"encoding"].decode("ascii", "replace"))
+        fields = _fields_form(tail[:-1]) if tail.endswith(b"\n") else None
+        if fields is not None:
+            return SourceCommit(message=message, author=fields.author,
+                                committer=fields.committer, encoding=fields.encoding)
+        return SourceCommit(message=message, author=None, committer=None, encoding=None,
+                            header=check_header(tail))
     except InvalidActionError as exc:
         raise _unsupported(commit, exc.message) from None
-    return SourceCommit(
-        message=message,
-        author=_ident(fields.get(b"author"), role="author", commit=commit),
-        committer=_ident(fields.get(b"committer"), role="committer", commit=commit),
-        encoding=encoding,
-    )
 
 
 def _date_param(raw: str) -> str:
@@ -131,6 +158,8 @@ def _date_param(raw: str) -> str:
 
 def commit_params(meta: SourceCommit) -> dict[str, JsonValue]:
     """The metadata parameters of the commit action re-creating ``meta`` (changes apart)."""
+    if meta.header is not None or meta.author is None or meta.committer is None:
+        return {"message": bytes_param(meta.message), "header": bytes_param(meta.header or b"")}
     params: dict[str, JsonValue] = {
         "message": bytes_param(meta.message),
         "author_name": bytes_param(meta.author.name),
