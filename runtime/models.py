@@ -95,6 +95,13 @@ class Run(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 
+    archived_at = models.DateTimeField(null=True, blank=True)
+    archive_location = models.CharField(max_length=500, blank=True, default="")
+    archive_digest = models.CharField(max_length=71, blank=True, default="")
+    """Set when the run was archived (``runtime.archive``, DESIGN.md section 4.10): its signed
+    evidence bundle is at ``archive_location`` in the archive storage and hashes to
+    ``archive_digest``; its checkpoints, trace, ledger and receipts rows are gone."""
+
     class Meta:
         indexes = [
             models.Index(fields=["phase", "lease_expires_at"]),

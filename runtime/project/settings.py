@@ -443,3 +443,25 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
 }
+
+# --- Retention and archive of finished runs (runtime.archive, DESIGN.md section 4.10) ------------
+# Finished runs not updated for RATCHET_ARCHIVE_AFTER_SECONDS are archived by the beat task every
+# RATCHET_ARCHIVE_EVERY_SECONDS: their signed bundle goes to STORAGES[RATCHET_ARCHIVE_STORAGE]
+# (the media filesystem by default; point it at django-storages for object storage) and their
+# bulky rows are removed. Unset (the default): no scheduled archiving; `manage.py archive` still works.
+RATCHET_ARCHIVE_AFTER_SECONDS = (_seconds("RATCHET_ARCHIVE_AFTER_SECONDS", 1.0)
+                                 if os.environ.get("RATCHET_ARCHIVE_AFTER_SECONDS") else None)
+RATCHET_ARCHIVE_PHASES = tuple(env.list("RATCHET_ARCHIVE_PHASES", default=["completed", "failed", "cancelled"]))
+RATCHET_ARCHIVE_STORAGE = env.str("RATCHET_ARCHIVE_STORAGE", default="default")
+RATCHET_ARCHIVE_PREFIX = env.str("RATCHET_ARCHIVE_PREFIX", default="archive")
+RATCHET_ARCHIVE_EVERY_SECONDS = _seconds("RATCHET_ARCHIVE_EVERY_SECONDS", 3600.0)
+RATCHET_ARCHIVE_BATCH = _positive_int("RATCHET_ARCHIVE_BATCH", 500)
+# Attachments younger than this are never swept: a live step may not have committed the
+# checkpoint that names them yet.
+RATCHET_ARCHIVE_ATTACHMENT_GRACE_SECONDS = _seconds("RATCHET_ARCHIVE_ATTACHMENT_GRACE_SECONDS", 86400.0)
+if RATCHET_ARCHIVE_STORAGE not in STORAGES:
+    raise ImproperlyConfigured(f"RATCHET_ARCHIVE_STORAGE={RATCHET_ARCHIVE_STORAGE!r} names no entry of STORAGES")
+if RATCHET_ARCHIVE_AFTER_SECONDS is not None:
+    CELERY_BEAT_SCHEDULE["ratchet.archive"] = {
+        "task": "ratchet.archive", "schedule": RATCHET_ARCHIVE_EVERY_SECONDS,
+        "options": {"expires": RATCHET_ARCHIVE_EVERY_SECONDS}}
