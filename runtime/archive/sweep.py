@@ -18,6 +18,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.files.storage import default_storage
 
+from runtime.core.blob_origin import git_location_parse
 from runtime.database.clock import db_now
 from runtime.models import Attachment, Checkpoint, IdempotencyRecord, LedgerEntry, ReviewCase, TraceEvent
 
@@ -55,7 +56,8 @@ def attachments_sweep() -> int:
     for digest, name in list(old.iterator(chunk_size=2000)):
         if digest in keep:
             continue
-        default_storage.delete(name)
+        if git_location_parse(name) is None:  # a git location's bytes are git's, not ours
+            default_storage.delete(name)
         Attachment.objects.filter(digest=digest).delete()
         removed += 1
     return removed
