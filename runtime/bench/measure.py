@@ -82,7 +82,7 @@ def bench_run(*, sizes: BenchSizes, history: Path | None = None,
             replay_measure(report=report, sizes=sizes, source=source, task=task, work=work)
         if "storage" in on:
             say(f"storage: bytes and rows per commit of one replay of {sizes.commits} commits")
-            storage_measure(report=report, sizes=sizes, task=task)
+            storage_measure(report=report, sizes=sizes, task=task, work=work)
         if "recovery" in on:
             say(f"recovery: SIGKILL at the last write, resume until completed, x{sizes.repeat}")
             recovery_measure(report=report, sizes=small_sizes, task=small)
