@@ -112,6 +112,9 @@ class Run(models.Model):
             models.Index(fields=["phase", "-created_at", "-run_id"], name="run_phase_list_order"),
             models.Index(fields=["phase", "updated_at", "run_id"], name="run_phase_updated"),
             models.Index(fields=["-updated_at", "-run_id"], name="run_updated_order"),
+            # Archiving skips a run whose environment an unfinished run acts on (DESIGN.md
+            # section 4.10): one index probe per candidate.
+            models.Index(fields=["environment_instance_id", "phase"], name="run_environment_phase"),
         ]
 
     def __str__(self) -> str:
