@@ -21,7 +21,7 @@ from runtime.models import Run
 from tests.archive.support import finished_runs, held_rows, live_run, state_of, waiting_item
 from tests.helpers.procs import MANAGE, ROOT, child_env, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(3600)]
 
 RUNS = 1000
 
