@@ -95,6 +95,13 @@ class Run(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 
+    archived_at = models.DateTimeField(null=True, blank=True)
+    archive_location = models.CharField(max_length=500, blank=True, default="")
+    archive_digest = models.CharField(max_length=71, blank=True, default="")
+    """Set when the run was archived (``runtime.archive``, DESIGN.md section 4.11): its signed
+    evidence bundle is at ``archive_location`` in the archive storage and hashes to
+    ``archive_digest``; its checkpoints, trace, ledger and receipts rows are gone."""
+
     class Meta:
         indexes = [
             models.Index(fields=["phase", "lease_expires_at"]),
@@ -105,6 +112,9 @@ class Run(models.Model):
             models.Index(fields=["phase", "-created_at", "-run_id"], name="run_phase_list_order"),
             models.Index(fields=["phase", "updated_at", "run_id"], name="run_phase_updated"),
             models.Index(fields=["-updated_at", "-run_id"], name="run_updated_order"),
+            # Archiving skips a run whose environment an unfinished run acts on (DESIGN.md
+            # section 4.11): one index probe per candidate.
+            models.Index(fields=["environment_instance_id", "phase"], name="run_environment_phase"),
         ]
 
     def __str__(self) -> str:

@@ -83,7 +83,7 @@ def committed_statuses(*, runs: list[Run]) -> dict[str, tuple[int | None, Checkp
     wanted = {}
     for run in runs:
         hwm = hwms.get((run.task_id, run.run_id, run.environment_instance_id))
-        if hwm is not None and hwm[0] > 0:
+        if hwm is not None and hwm[0] > 0 and run.archived_at is None:
             wanted[run.run_id] = hwm[0]
     envelopes: dict[str, list[bytes]] = {}
     if wanted:
@@ -96,6 +96,12 @@ def committed_statuses(*, runs: list[Run]) -> dict[str, tuple[int | None, Checkp
     result: dict[str, tuple[int | None, CheckpointStatus]] = {}
     for run in runs:
         hwm = hwms.get((run.task_id, run.run_id, run.environment_instance_id))
+        if run.archived_at is not None:
+            # Its envelopes left with the archive (DESIGN.md section 4.11): the bundle, checked
+            # by its recorded digest, is what verifies it now.
+            result[run.run_id] = (hwm[0] if hwm is not None else None,
+                                  CheckpointStatus("neutral", "archived", run.archive_location))
+            continue
         if hwm is None:
             result[run.run_id] = (
                 None,

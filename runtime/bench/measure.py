@@ -24,6 +24,7 @@ from runtime.bench.report import BenchReport
 from runtime.bench.scale import scale_measure
 from runtime.bench.scratch import scratch_require
 from runtime.bench.sizes import BenchSizes
+from runtime.bench.storage import archive_measure, storage_measure
 from runtime.bench.targets import targets_judge
 from runtime.bench.trace import trace_measure
 
@@ -63,7 +64,7 @@ def bench_run(*, sizes: BenchSizes, history: Path | None = None,
         say(f"checkpoint commit / seal / restore at {levels} executed writes")
         checkpoints_measure(report=report, sizes=sizes, floor_ms=floor_ms, work=work)
 
-    if on & {"replay", "recovery", "memory"}:
+    if on & {"replay", "recovery", "memory", "storage"}:
         if history is None:
             say(f"building a {sizes.commits + 1}-commit source history")
             source = work / "source"
@@ -79,6 +80,9 @@ def bench_run(*, sizes: BenchSizes, history: Path | None = None,
             say(f"step throughput: replay of {sizes.commits} commits vs plain git, "
                 f"x{sizes.repeat}, and the counts of one counted replay")
             replay_measure(report=report, sizes=sizes, source=source, task=task, work=work)
+        if "storage" in on:
+            say(f"storage: bytes and rows per commit of one replay of {sizes.commits} commits")
+            storage_measure(report=report, sizes=sizes, task=task, work=work)
         if "recovery" in on:
             say(f"recovery: SIGKILL at the last write, resume until completed, x{sizes.repeat}")
             recovery_measure(report=report, sizes=small_sizes, task=small)
@@ -107,6 +111,10 @@ def bench_run(*, sizes: BenchSizes, history: Path | None = None,
 
     if "pages" in on:
         pages_measure(report=report, sizes=sizes, say=say)
+
+    if "archive" in on:
+        say(f"archive: {sizes.archive_runs} finished runs beside a live one")
+        archive_measure(report=report, sizes=sizes, work=work / "archive")
 
     if "scale" in on:
         say(f"scale: {sizes.scale_runs} runs x {sizes.scale_writes} workspace writes by a "

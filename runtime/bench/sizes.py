@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from runtime.errors import BenchmarkError
 
 SECTIONS = ("checkpoints", "replay", "recovery", "memory", "trace", "attachments", "orphans",
-            "long-run", "pages", "scale")
+            "long-run", "pages", "scale", "storage", "archive")
 """The sections a bench can run (``--only`` picks some); the floor is always measured."""
 
 
@@ -34,6 +34,7 @@ class BenchSizes:
             report says how many steps it reached.
         scale_runs: runs of the ``scale`` section (and workflows of its DBOS peer).
         scale_writes: workspace writes per run (steps per peer workflow).
+        archive_runs: finished runs the ``archive`` section archives (beside one live run).
         scale_repeat: interleaved repetitions of the ``scale`` section (Ratchet, then the peer);
             its medians are over these.
         sections: which of :data:`SECTIONS` to run (all by default).
@@ -52,6 +53,7 @@ class BenchSizes:
     scale_runs: int = 50
     scale_writes: int = 20
     scale_repeat: int = 5
+    archive_runs: int = 1000
     sections: list[str] = field(default_factory=lambda: list(SECTIONS))
 
     def samples_at(self, writes: int) -> int:
@@ -69,7 +71,7 @@ class BenchSizes:
                orphans: int | None = None, long_run_steps: int | None = None,
                long_run_seconds: float | None = None, scale_runs: int | None = None,
                scale_writes: int | None = None, scale_repeat: int | None = None,
-               sections: list[str] | None = None) -> BenchSizes:
+               archive_runs: int | None = None, sections: list[str] | None = None) -> BenchSizes:
         """Default sizes, or the small ``--quick`` ones; the arguments given override them.
 
         Raises:
@@ -77,16 +79,17 @@ class BenchSizes:
         """
         base = (cls(commits=5, repeat=2, samples=20, write_levels=[0, 30], recovery_commits=3,
                     trace_events=200, attachments=4, orphans=6, long_run_steps=40,
-                    long_run_seconds=120.0, scale_runs=6, scale_writes=5, scale_repeat=2)
+                    long_run_seconds=120.0, scale_runs=6, scale_writes=5, scale_repeat=2,
+                    archive_runs=5)
                 if quick else cls())
         overrides = {"commits": commits, "repeat": repeat, "orphans": orphans,
                      "long_run_steps": long_run_steps, "long_run_seconds": long_run_seconds,
                      "scale_runs": scale_runs, "scale_writes": scale_writes,
-                     "scale_repeat": scale_repeat, "sections": sections}
+                     "scale_repeat": scale_repeat, "archive_runs": archive_runs, "sections": sections}
         sizes = cls(**{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}})
         if min(sizes.commits, sizes.repeat, sizes.orphans, sizes.long_run_steps,
                sizes.long_run_seconds, sizes.scale_runs, sizes.scale_writes,
-               sizes.scale_repeat) < 1:
+               sizes.scale_repeat, sizes.archive_runs) < 1:
             raise BenchmarkError("commits, repeat, orphans, long-run steps and the scale sizes "
                                  "must be at least 1", commits=sizes.commits, repeat=sizes.repeat,
                                  orphans=sizes.orphans, long_run_steps=sizes.long_run_steps,

@@ -136,6 +136,7 @@ from runtime.errors.configuration import (
     WrongTrustRootError,
 )
 from runtime.errors.evidence import (
+    ArchiveStorageError,
     AttachmentError,
     BadSignatureError,
     BundleError,
@@ -232,6 +233,7 @@ from runtime.errors.refusals import (
     PasskeyError,
     PolicyViolationError,
     ReceiptConflictError,
+    RunArchiveRefusedError,
     RunDiscardRefusedError,
     RunExistsError,
 )
@@ -242,6 +244,7 @@ __all__ = (
     "AdapterTimeoutError", "AdmissionClosedError", "AdmissionScopeUnknownError", "AdmissionThresholdError",
     "ApprovalRefusedError", "ApprovalTtlError", "AttachmentError", "BadSignatureError", "BenchmarkError",
     "BenchmarkScratchError", "BlobDigestMismatchError", "BlobUnavailableError", "BundleError", "BundleExportError",
+    "ArchiveStorageError",
     "BundleFormatError", "CATEGORIES", "CanonicalizationError", "ChaosSetupError", "CheckpointCorruptError",
     "CheckpointError", "CheckpointInvariantError", "CheckpointMigrationError", "CheckpointNotFoundError",
     "CheckpointSchemaError", "CodeDigestMismatchError", "CombinationError", "CombinationNotFoundError",
@@ -268,7 +271,8 @@ __all__ = (
     "PluginLoadError", "PluginNotFoundError", "PluginVersionMismatchError", "PolicyActionsError",
     "PolicyViolationError", "PreconditionFailedError", "REDACTED", "RatchetError", "ReceiptConflictError",
     "ReceiptIndeterminateError", "RedactionKeyError", "RefusedError", "ReplayTargetNotEmptyError",
-    "ReviewCaseNotFoundError", "RoleSetupError", "RollbackError", "RunDiscardRefusedError", "RunExistsError",
+    "ReviewCaseNotFoundError", "RoleSetupError", "RollbackError", "RunArchiveRefusedError",
+    "RunDiscardRefusedError", "RunExistsError",
     "RunNotFoundError", "RunSpecMissingError", "SECRET_CONTEXT_NAMES", "ScenarioMismatchError", "SigningError",
     "SqlCredentialRejectedError", "SqlParamsInvalidError", "SqlReceiptStoreMissingError", "SqlStatementError",
     "SqlTargetUnavailableError", "SqlTemplateNotAllowedError", "StaleGenerationError", "TaskSpecError",

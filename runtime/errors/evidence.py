@@ -75,6 +75,16 @@ class BundleExportError(BundleError):
     hint = "open the run detail page or `manage.py checkpoint verify RUN_ID` to see what fails"
 
 
+class ArchiveStorageError(BundleError):
+    """An archived bundle could not be written to, or read back intact from, the archive storage
+    (DESIGN.md section 4.11). When archiving, the run's rows are kept as they were."""
+
+    default_message = "the archive storage failed"
+    hint = ("check the storage named by RATCHET_ARCHIVE_STORAGE (space, permissions, credentials) "
+            "and run `manage.py archive` again; a run whose bundle was not stored was not touched")
+    retryable = True
+
+
 class BundleFormatError(BundleError):
     """A bundle file is not JSON or not a bundle object at all."""
 

@@ -56,6 +56,15 @@ class RunExistsError(RefusedError):
     hint = "run ids are unique; resume the existing run instead of creating it again"
 
 
+class RunArchiveRefusedError(RefusedError):
+    """A run was not archived because it is not (or no longer) archivable: it is unfinished,
+    already archived, has an open review case, a live run acts on its environment, or it changed
+    after its bundle was exported (DESIGN.md section 4.11). Nothing was removed."""
+
+    default_message = "refusing to archive this run"
+    hint = "a later `manage.py archive --apply` takes it once it is finished and nothing live needs it"
+
+
 class RunDiscardRefusedError(RefusedError):
     """An operator asked to discard a run that is not half-created: it committed a checkpoint
     (or may have: its high-water mark is unreadable), or it holds receipts or review cases.

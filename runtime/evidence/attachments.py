@@ -6,17 +6,23 @@ The bytes are stored once, under ``attachments/ab/cd/<hex>``, through Django's s
 storage without code changes. The ``Attachment`` row is written only after the bytes are stored,
 so a row never names missing bytes; stored bytes without a row are harmless and are re-checked
 (and replaced if they are a torn write) by the next put of the same content.
+
+Bytes a git repository already holds (:class:`runtime.core.blob_origin.GitObjectBytes`, from the
+git-history planner) are not copied: the row records ``git:<oid>:<repository>`` and reads run
+``git cat-file blob`` there, re-hashed like any attachment (DESIGN.md section 4.12).
 """
 
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from collections.abc import Callable
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import router
 
+from runtime.core.blob_origin import git_location, git_location_parse
 from runtime.core.canonical import check_digest, digest_bytes
 from runtime.database.statements import compiled_insert, compiled_rows
 from runtime.errors import AttachmentError, DigestFormatError
@@ -60,10 +66,16 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise TypeError("attachment data must be bytes")
+    location = git_location(data)
     data = bytes(data)
     digest = digest_bytes(data)
     name = storage_name(digest)
-    if _row_exists(digest) and default_storage.exists(name):
+    if _row_exists(digest) and (location is not None or default_storage.exists(name)):
+        return digest
+    if location is not None and len(location) <= Attachment._meta.get_field("storage_name").max_length:
+        # Git holds these bytes already: record where, write nothing.
+        _row_write(digest=digest, size=len(data), content_type=content_type, name=location,
+                   row_writes=row_writes)
         return digest
     if _stored_digest(name) != digest:
         if default_storage.exists(name):
@@ -79,17 +91,33 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
             default_storage.delete(saved)
             if _stored_digest(name) != digest:
                 raise AttachmentError("stored attachment does not match its digest", digest=digest)
+    _row_write(digest=digest, size=len(data), content_type=content_type, name=name, row_writes=row_writes)
+    return digest
+
+
+def _row_write(*, digest: str, size: int, content_type: str, name: str,
+               row_writes: list[Callable[[], None]] | None) -> None:
     if row_writes is not None:
-        row = Attachment(digest=digest, size=len(data), content_type=content_type[:100],
-                         storage_name=name)
+        row = Attachment(digest=digest, size=size, content_type=content_type[:100], storage_name=name)
         row_writes.append(lambda: compiled_insert(alias=router.db_for_write(Attachment), objs=[row],
                                                   ignore_conflicts=True))
-        return digest
+        return
     Attachment.objects.get_or_create(
-        digest=digest,
-        defaults={"size": len(data), "content_type": content_type[:100], "storage_name": name},
-    )
-    return digest
+        digest=digest, defaults={"size": size, "content_type": content_type[:100], "storage_name": name})
+
+
+def _git_read(name: str) -> bytes | None:
+    """The bytes a ``git:`` location names, or None (not such a location, or git cannot read it)."""
+    parsed = git_location_parse(name)
+    if parsed is None:
+        return None
+    repository, oid = parsed
+    try:
+        done = subprocess.run(["git", "-C", repository, "cat-file", "blob", oid], capture_output=True,
+                              timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def _row_exists(digest: str) -> bool:
@@ -119,6 +147,11 @@ def attachment_get(*, digest: str) -> bytes:
     # No row yet: the bytes may be stored with their row waiting for the next checkpoint commit
     # (``row_writes``); they are content-addressed and re-hashed below, so they are safe to read.
     name = row["storage_name"] if row is not None else storage_name(digest)
+    from_git = _git_read(name)
+    if from_git is not None and digest_bytes(from_git) == digest:
+        return from_git
+    if from_git is not None or git_location_parse(name) is not None:
+        name = storage_name(digest)  # the repository moved or changed: a stored copy may remain
     if row is None and not default_storage.exists(name):
         raise AttachmentError("no attachment with this digest", digest=digest)
     try:

@@ -236,6 +236,21 @@ VARIABLES: tuple[Variable, ...] = (
     _V("RATCHET_STATIC_MANIFEST", "bool", False, WEB,
        "Serve the content-hashed files `collectstatic` wrote (WhiteNoise, far-future cache headers); "
        "production sets 1 after `collectstatic`."),
+    # --- retention and archive (DESIGN.md section 4.11)
+    _V("RATCHET_ARCHIVE_AFTER_SECONDS", "seconds", None, OBSERVE,
+       "Finished runs not updated for this long are archived by the beat task; unset: no scheduled "
+       "archiving (`manage.py archive` still works).", default_text="(unset)"),
+    _V("RATCHET_ARCHIVE_PHASES", "list", ["completed", "failed", "cancelled"], OBSERVE,
+       "The phases the scheduled archive takes."),
+    _V("RATCHET_ARCHIVE_STORAGE", "str", "default", OBSERVE,
+       "The `STORAGES` entry archived bundles are written to (the media file system by default; "
+       "django-storages for object storage)."),
+    _V("RATCHET_ARCHIVE_PREFIX", "str", "archive", OBSERVE, "The folder (key prefix) bundles are written under."),
+    _V("RATCHET_ARCHIVE_EVERY_SECONDS", "seconds", 3600.0, OBSERVE, "Period of the scheduled archive."),
+    _V("RATCHET_ARCHIVE_BATCH", "positive_int", 500, OBSERVE, "Runs one scheduled archive pass takes at most."),
+    _V("RATCHET_ARCHIVE_ATTACHMENT_GRACE_SECONDS", "seconds", 86400.0, OBSERVE,
+       "Attachments younger than this are never swept (a live step may not have committed the "
+       "checkpoint naming them yet)."),
 )
 
 READ_ELSEWHERE: tuple[Variable, ...] = (

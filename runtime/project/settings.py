@@ -542,3 +542,23 @@ WHITENOISE_AUTOREFRESH = DEBUG
 # Worker presence (runtime.workers.presence, DESIGN.md section 5.15): every worker renews its row
 # this often (seconds); the Workers page counts a row not renewed for three periods as gone.
 RATCHET_WORKER_PRESENCE_SECONDS = _read("RATCHET_WORKER_PRESENCE_SECONDS")
+# --- Retention and archive of finished runs (runtime.archive, DESIGN.md section 4.11) ------------
+# Finished runs not updated for RATCHET_ARCHIVE_AFTER_SECONDS are archived by the beat task every
+# RATCHET_ARCHIVE_EVERY_SECONDS: their signed bundle goes to STORAGES[RATCHET_ARCHIVE_STORAGE]
+# (the media filesystem by default; point it at django-storages for object storage) and their
+# bulky rows are removed. Unset (the default): no scheduled archiving; `manage.py archive` still works.
+RATCHET_ARCHIVE_AFTER_SECONDS = _read("RATCHET_ARCHIVE_AFTER_SECONDS")
+RATCHET_ARCHIVE_PHASES = _read("RATCHET_ARCHIVE_PHASES")
+RATCHET_ARCHIVE_STORAGE = _read("RATCHET_ARCHIVE_STORAGE")
+RATCHET_ARCHIVE_PREFIX = _read("RATCHET_ARCHIVE_PREFIX")
+RATCHET_ARCHIVE_EVERY_SECONDS = _read("RATCHET_ARCHIVE_EVERY_SECONDS")
+RATCHET_ARCHIVE_BATCH = _read("RATCHET_ARCHIVE_BATCH")
+# Attachments younger than this are never swept: a live step may not have committed the
+# checkpoint that names them yet.
+RATCHET_ARCHIVE_ATTACHMENT_GRACE_SECONDS = _read("RATCHET_ARCHIVE_ATTACHMENT_GRACE_SECONDS")
+if RATCHET_ARCHIVE_STORAGE not in STORAGES:
+    raise ImproperlyConfigured(f"RATCHET_ARCHIVE_STORAGE={RATCHET_ARCHIVE_STORAGE!r} names no entry of STORAGES")
+if RATCHET_ARCHIVE_AFTER_SECONDS is not None:
+    CELERY_BEAT_SCHEDULE["ratchet.archive"] = {
+        "task": "ratchet.archive", "schedule": RATCHET_ARCHIVE_EVERY_SECONDS,
+        "options": {"expires": RATCHET_ARCHIVE_EVERY_SECONDS}}

@@ -47,6 +47,8 @@ from django.db import InterfaceError
 from django.db import OperationalError as DatabaseOperationalError
 from kombu.exceptions import OperationalError as BrokerOperationalError
 
+from runtime.archive.runs import archive_pass
+from runtime.archive.selection import ArchiveSelection
 from runtime.checkpoints.row_agreement import run_row_confirm
 from runtime.core.tracing import run_scope
 from runtime.engine import run_advance
@@ -364,3 +366,27 @@ def _schedule_follow_up(*, until: float | None) -> None:
     # Expiring with the chain: a follow-up delivered late (no worker up) is not worth running.
     sweep_expired_leases.apply_async_on_commit(kwargs={"until": deadline}, countdown=countdown,
                                                expires=max(60.0, deadline - now + 30.0))
+
+
+ARCHIVE_TASK = "ratchet.archive"
+"""The registered name of :func:`archive_finished_runs` (beat sends it when retention is set)."""
+
+
+@shared_task(name=ARCHIVE_TASK, acks_late=True, ignore_result=True,
+             autoretry_for=CONNECTION_ERRORS, retry_backoff=True, max_retries=3)
+def archive_finished_runs() -> int:
+    """Archive finished runs older than ``RATCHET_ARCHIVE_AFTER_SECONDS`` in the phases
+    ``RATCHET_ARCHIVE_PHASES``, at most ``RATCHET_ARCHIVE_BATCH`` per message
+    (``runtime.archive.runs.archive_pass``; DESIGN.md section 4.11). Safe to deliver twice: an
+    archived run is no longer a candidate, and each run is archived in one transaction.
+
+    Returns:
+        The number of runs archived (0 when no retention is configured).
+    """
+    if settings.RATCHET_ARCHIVE_AFTER_SECONDS is None:
+        return 0
+    outcome = archive_pass(selection=ArchiveSelection(
+        older_than=settings.RATCHET_ARCHIVE_AFTER_SECONDS, phases=tuple(settings.RATCHET_ARCHIVE_PHASES),
+        limit=settings.RATCHET_ARCHIVE_BATCH), apply=True)
+    log.info("archive: %s", outcome.summary().replace("\n", "; "))
+    return len(outcome.archived)

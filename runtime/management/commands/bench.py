@@ -69,6 +69,9 @@ class Command(BaseCommand):
         parser.add_argument("--scale-repeat", type=count(minimum=1), default=None, metavar="N",
                             help="interleaved repetitions of the scale section, Ratchet and "
                                  "the DBOS peer (default 5; --quick 2)")
+        parser.add_argument("--archive-runs", type=count(minimum=1), default=None, metavar="N",
+                            help="finished runs the archive section archives beside a live one "
+                                 "(default 1000; --quick 5)")
         # Internal: set by the parent when it re-executes itself against the scratch database.
         parser.add_argument("--scratch-child", default=None, help=argparse.SUPPRESS)
         parser.add_argument("--sizes", default=None, help=argparse.SUPPRESS)
@@ -92,6 +95,7 @@ class Command(BaseCommand):
                                       scale_runs=options["scale_runs"],
                                       scale_writes=options["scale_writes"],
                                       scale_repeat=options["scale_repeat"],
+                                      archive_runs=options["archive_runs"],
                                       sections=(options["only"].split(",") if options["only"]
                                                 else None))
             history = Path(options["history"]).resolve() if options["history"] else None

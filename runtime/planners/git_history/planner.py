@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.adapters.git.commit_params import GITLINK
+from runtime.core.blob_origin import GitObjectBytes
 from runtime.core.checkpoint import Action, Risk
 from runtime.planners.base import Done, PlannerState, Proposal, PutBlob, check_cursor
 from runtime.planners.git_history.replay_state import KIND, read_replay_state, replay_commits, replay_state
@@ -150,6 +151,8 @@ class GitHistoryPlanner:
         entries = diff_entries(source, parent, commit)
         wanted = list(dict.fromkeys(e.new_oid for e in entries
                                     if e.status != "D" and e.new_mode != GITLINK))
-        blobs = dict(zip(wanted, cat_batch(source, wanted, kind="blob"), strict=True))
+        # Handed over as git objects: the store records where they are instead of a copy.
+        blobs = {oid: GitObjectBytes(data, repository=str(Path(source).resolve()), oid=oid)
+                 for oid, data in zip(wanted, cat_batch(source, wanted, kind="blob"), strict=True)}
         params["changes"] = change_params(entries, blobs, put_blob)
         return Action(kind="commit", target="", params=params, risk=self.risk)
