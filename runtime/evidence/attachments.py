@@ -18,7 +18,7 @@ from django.core.files.storage import default_storage
 from django.db import router
 
 from runtime.core.canonical import check_digest, digest_bytes
-from runtime.database.statements import compiled_insert, compiled_rows
+from runtime.database.statements import RowsInsert, compiled_rows
 from runtime.errors import AttachmentError, DigestFormatError
 from runtime.models import Attachment
 
@@ -82,8 +82,7 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
     if row_writes is not None:
         row = Attachment(digest=digest, size=len(data), content_type=content_type[:100],
                          storage_name=name)
-        row_writes.append(lambda: compiled_insert(alias=router.db_for_write(Attachment), objs=[row],
-                                                  ignore_conflicts=True))
+        row_writes.append(RowsInsert(alias=router.db_for_write(Attachment), objs=(row,)))
         return digest
     Attachment.objects.get_or_create(
         digest=digest,
