@@ -443,3 +443,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"runtime": {"handlers": ["console"], "level": env.str("RATCHET_LOG_LEVEL", default="INFO")}},
 }
+
+# --- One commit per write (DESIGN.md section 4.10) ---------------------------------------------
+# With this on, a planner that proposes at once (the scripted and git-history planners) has the
+# intent of its next write committed in the same checkpoint as the receipt of the last one.
+RATCHET_FOLD_INTENTS = _typed("RATCHET_FOLD_INTENTS", env.bool, False)
