@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections, router, transaction
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Now
 
@@ -286,13 +286,10 @@ def _main_transaction_pipelined(plan: CommitPlan) -> bool:
     there, or any failure rolls it all back and returns False: the statement-by-statement path
     then commits or raises the same typed error as before.
 
-    Returns:
-        True when committed; False when nothing was written (not PostgreSQL, inside a caller's
-        transaction, nothing remembered or compiled yet, a write that is not a plain INSERT, or
-        the batch was rolled back).
+    Returns True when committed; False when nothing was written (not PostgreSQL, inside a
+    caller's transaction, nothing compiled yet, a write that is no plain INSERT, rolled back).
     """
-    lease, envelope = plan.lease, plan.envelope
-    alias = router.db_for_write(Run)
+    lease, envelope, alias = plan.lease, plan.envelope, router.db_for_write(Run)
     connection = connections[alias]
     if (connection.vendor != "postgresql" or connection.in_atomic_block
             or not connection.get_autocommit()
@@ -307,7 +304,7 @@ def _main_transaction_pipelined(plan: CommitPlan) -> bool:
     if not compiled_update_cached(alias=alias, shape=shape, slots=slots):
         return False  # the first commit of this shape compiles and checks the fence UPDATE
     sent: list[tuple[Any, int]] = []  # (cursor, rows it must have written)
-    began = ended = good = False
+    began = good = False
     try:
         with pipelined(alias) as batched:
             if batched:
@@ -325,28 +322,32 @@ def _main_transaction_pipelined(plan: CommitPlan) -> bool:
                     cursor = write.send()
                     if write.exclusive:
                         sent.append((cursor, len(write.objs)))
-        if not began:
-            return False
-        # The Sync has returned every result of the batch: the rowcounts are known.
-        good = all(cursor is not None and cursor.rowcount == rows for cursor, rows in sent)
-        with connection.cursor() as cursor:
-            cursor.execute("COMMIT" if good else "ROLLBACK")
-        ended = True
-    except (IntegrityError, NotBatchableError):
-        good = False  # the statement-by-statement path names the conflict, or runs that statement
+                # The trace's derived rows (search terms, metrics) in this transaction, as always.
+                trace_head_remember(lease.run_id, new_seq, new_head)
+        # The Sync returned every result of the batch: the rowcounts are known.
+        good = began and all(cursor is not None and cursor.rowcount == rows for cursor, rows in sent)
+    except (DatabaseError, NotBatchableError):
+        good = False  # nothing committed: the statement-by-statement path decides or raises
     except BaseException:
         trace_head_forget(lease.run_id)
+        if began:
+            batch_rollback(alias)
         raise
     finally:
         for cursor, _rows in sent:
             if cursor is not None:
                 cursor.close()
-        if began and not ended:
+    if not good:  # nothing committed; the slow path reads the real trace head
+        trace_head_forget(lease.run_id)
+        if began:
             batch_rollback(alias)
-    if not good:
-        trace_head_forget(lease.run_id)  # nothing committed; the slow path reads the real head
         return False
-    trace_head_remember(lease.run_id, new_seq, new_head)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("COMMIT")  # the commit point
+    except BaseException:
+        trace_head_forget(lease.run_id)
+        raise
     return True
 
 
