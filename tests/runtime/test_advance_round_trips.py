@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,22 @@ def test_it_advances_in_two_main_round_trips_and_one_for_the_mark(start_run):
     assert LedgerRow.objects.filter(run_id=nxt.identity.run_id, key="ik-trips").count() == 1
     assert TraceEvent.objects.filter(run_id=nxt.identity.run_id,
                                      event_type="write.executed").count() == 1
+
+
+def test_a_batched_commit_refuses_as_the_statement_by_statement_path_does(start_run):
+    from runtime.errors import LeaseLostError, StaleGenerationError
+    from runtime.models import Run
+
+    second, nxt = _an_advance(start_run)  # warm: the next commit takes the batched path
+    before = (Checkpoint.objects.count(), TraceEvent.objects.count(), LedgerRow.objects.count())
+
+    with pytest.raises(StaleGenerationError):
+        checkpoint_commit(lease=second.lease, state=nxt, expected_generation=1)
+    stale = replace(second.lease, state_version=second.lease.state_version - 1)
+    with pytest.raises(LeaseLostError, match="state version"):
+        checkpoint_commit(lease=stale, state=nxt, expected_generation=2)
+
+    # Nothing of either refused commit is stored, and the next good one still commits.
+    assert (Checkpoint.objects.count(), TraceEvent.objects.count(), LedgerRow.objects.count()) == before
+    third = checkpoint_commit(lease=second.lease, state=nxt, expected_generation=2)
+    assert Run.objects.get(run_id=nxt.identity.run_id).generation == third.generation == 3
