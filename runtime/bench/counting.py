@@ -10,7 +10,10 @@ store, DESIGN.md section 4.2) and every thread (the MCP server runs its calls in
   SQLite, savepoints and their releases);
 * **round trips**: statements, plus every ``COMMIT`` / ``ROLLBACK`` that ended an open
   transaction, plus on PostgreSQL the ``BEGIN`` psycopg sends before a transaction's first
-  statement (SQLite has no network: there a "round trip" is one call into the library);
+  statement (SQLite has no network: there a "round trip" is one call into the library). A
+  statement sent in a batch (psycopg's pipeline mode, ``runtime.database.pipeline``) is no round
+  trip of its own: the batch's Sync is one (and a row read inside a batch, which makes psycopg
+  ask for results early, is one more);
 * **durable transactions**: transactions that wrote and committed (each one an fsync on both
   engines), counting a write in autocommit mode as one. Read-only commits are not durable work;
 * **client fsyncs**: ``os.fsync`` and ``os.fdatasync`` calls of this process (an adapter's files
@@ -32,8 +35,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
+from psycopg._pipeline_base import BasePipeline
 
 from runtime.bench.report import Count
 
@@ -50,6 +55,8 @@ class DatabaseCounts:
     commits: int = 0
     durable_transactions: int = 0
     fsyncs: int = 0
+    main_durable_transactions: int = 0
+    """Of ``durable_transactions``, those on the main database (the ``default`` alias)."""
 
     def minus(self, earlier: DatabaseCounts) -> DatabaseCounts:
         """The counts since ``earlier`` (a :meth:`DatabaseCounter.snapshot`)."""
@@ -64,6 +71,13 @@ def _is_write(sql: str) -> bool:
     if head.startswith("WITH"):
         return any(word in head for word in ("INSERT", "UPDATE", "DELETE"))
     return not head.startswith(_READ_PREFIXES)
+
+
+def _in_pipeline(conn: Any) -> bool:
+    """Whether ``conn`` (a Django connection) is sending a batch (psycopg's pipeline mode)."""
+    raw = getattr(conn, "connection", None)
+    pgconn = getattr(raw, "pgconn", None)
+    return bool(pgconn is not None and pgconn.pipeline_status)
 
 
 class DatabaseCounter:
@@ -92,22 +106,32 @@ class DatabaseCounter:
         conn = context["connection"]
         key = id(conn)
         head = sql.lstrip().upper()
+        batched = _in_pipeline(conn)
         with self._lock:
             counts = self.counts
             counts.statements += 1
-            counts.round_trips += 1
+            if not batched:  # a batched statement travels with the batch's Sync (_synced)
+                counts.round_trips += 1
             if head.startswith(("BEGIN", "START TRANSACTION")):
                 self._open[key], self._wrote[key] = True, False
+            elif head.startswith(("COMMIT", "ROLLBACK")) and conn.get_autocommit():
+                # A transaction said in SQL (runtime.checkpoints.transaction's batched commit).
+                if head.startswith("COMMIT") and self._open.get(key):
+                    counts.commits += 1
+                    if self._wrote.get(key):
+                        self._durable(conn)
+                self._open[key], self._wrote[key] = False, False
             elif not conn.get_autocommit() and not self._open.get(key):
-                # psycopg starts the transaction with its own BEGIN before this statement.
+                # psycopg starts the transaction with its own BEGIN before this statement (in
+                # a batch too: it waits for that BEGIN with a Sync of its own, counted there).
                 self._open[key], self._wrote[key] = True, False
-                if conn.vendor == "postgresql":
+                if conn.vendor == "postgresql" and not batched:
                     counts.round_trips += 1
             if _is_write(sql):
                 if self._open.get(key):
                     self._wrote[key] = True
                 else:
-                    counts.durable_transactions += 1  # autocommit: the statement is a transaction
+                    self._durable(conn)  # autocommit: the statement is a transaction
         return execute(sql, params, many, context)
 
     def _ended(self, conn: Any, *, commit: bool) -> None:
@@ -118,8 +142,17 @@ class DatabaseCounter:
                 if commit:
                     self.counts.commits += 1
                     if self._wrote.get(key):
-                        self.counts.durable_transactions += 1
+                        self._durable(conn)
             self._open[key], self._wrote[key] = False, False
+
+    def _durable(self, conn: Any) -> None:  # under self._lock
+        self.counts.durable_transactions += 1
+        if conn.alias == DEFAULT_DB_ALIAS:
+            self.counts.main_durable_transactions += 1
+
+    def _synced(self) -> None:
+        with self._lock:
+            self.counts.round_trips += 1
 
     def _fsynced(self) -> None:
         with self._lock:
@@ -155,6 +188,32 @@ class DatabaseCounter:
             counter._fsynced()
             fdatasync(fd)
 
+        sync_gen, exit_gen, fetch_gen = (BasePipeline._sync_gen, BasePipeline._exit_gen,
+                                         BasePipeline._fetch_gen)
+
+        def counted_sync_gen(pipeline: Any) -> Any:
+            counter._synced()  # a Sync: the client waits for the batch's results
+            return (yield from sync_gen(pipeline))
+
+        exiting: set[int] = set()  # pipelines inside their final Sync (its Flush is no extra wait)
+
+        def counted_exit_gen(pipeline: Any) -> Any:
+            if pipeline.command_queue or pipeline.result_queue:
+                counter._synced()
+            exiting.add(id(pipeline))
+            try:
+                return (yield from exit_gen(pipeline))
+            finally:
+                exiting.discard(id(pipeline))
+
+        def counted_fetch_gen(pipeline: Any, *, flush: bool) -> Any:
+            if flush and pipeline.result_queue and id(pipeline) not in exiting:
+                counter._synced()  # results asked for without a Sync (a row read in a batch)
+            return (yield from fetch_gen(pipeline, flush=flush))
+
+        BasePipeline._sync_gen = counted_sync_gen  # type: ignore[method-assign]
+        BasePipeline._exit_gen = counted_exit_gen  # type: ignore[method-assign]
+        BasePipeline._fetch_gen = counted_fetch_gen  # type: ignore[method-assign]
         CursorWrapper._execute_with_wrappers = counted_execute  # type: ignore[method-assign]
         BaseDatabaseWrapper._commit = counted_commit  # type: ignore[method-assign]
         BaseDatabaseWrapper._rollback = counted_rollback  # type: ignore[method-assign]
@@ -162,6 +221,9 @@ class DatabaseCounter:
         try:
             yield self
         finally:
+            BasePipeline._sync_gen = sync_gen  # type: ignore[method-assign]
+            BasePipeline._exit_gen = exit_gen  # type: ignore[method-assign]
+            BasePipeline._fetch_gen = fetch_gen  # type: ignore[method-assign]
             CursorWrapper._execute_with_wrappers = execute_with_wrappers  # type: ignore[method-assign]
             BaseDatabaseWrapper._commit = commit  # type: ignore[method-assign]
             BaseDatabaseWrapper._rollback = rollback  # type: ignore[method-assign]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.test import override_settings
+
 from runtime.bench.counting import DatabaseCounter, DatabaseCounts, count_of
 from runtime.bench.report import BenchReport
 from runtime.core.checkpoint import Phase
@@ -84,9 +86,37 @@ def workspace_write_counts(*, report: BenchReport, work: Path) -> None:
     task = workspace_task(directory=work, task_id="bench-write-counts", writes=COUNTED_WRITES)
     run_id = run_start(spec_path=task, worker="bench-write-counts")
     steps, writes = steps_counted(run_id=run_id, worker="bench-write-counts")
+    folded_write_counts(report=report, work=work / "folded")
     report.counts += [
         count_of("per_workspace_write_action", "one write action end to end (propose + execute), "
                  "workspace adapter", writes[1:] or writes, fsyncs=True),
         count_of("per_workspace_engine_step", "one engine step (= one checkpoint advance), "
                  "workspace adapter", steps[1:] or steps, fsyncs=True),
     ]
+
+
+FOLDED_WRITES = 20
+"""Writes of the run counted with one commit per write (DESIGN.md section 4.13)."""
+
+
+def folded_write_counts(*, report: BenchReport, work: Path) -> None:
+    """Count a scripted workspace run of :data:`FOLDED_WRITES` writes with
+    ``RATCHET_FOLD_INTENTS`` on, and record its durable main-database transactions per write:
+    the mean over every write (the first also carries the session's lease acquisition, restore
+    and first intent) and the largest of any write after the first, in ``report.facts``.
+
+    Raises:
+        BenchmarkError: the run did not complete.
+    """
+    task = workspace_task(directory=work, task_id="bench-folded-writes", writes=FOLDED_WRITES)
+    with override_settings(RATCHET_FOLD_INTENTS=True):
+        run_id = run_start(spec_path=task, worker="bench-folded-writes")
+        _steps, writes = steps_counted(run_id=run_id, worker="bench-folded-writes")
+    main = [w.main_durable_transactions for w in writes]
+    report.facts["folded_main_transactions_per_write_mean"] = round(sum(main) / len(main), 4)
+    report.facts["folded_main_transactions_first_write"] = main[0]
+    report.facts["folded_main_transactions_per_write_max_after_first"] = max(main[1:] or main)
+    report.counts.append(count_of("per_workspace_write_action_folded",
+                                  "one write action with one commit per write "
+                                  "(RATCHET_FOLD_INTENTS), workspace adapter", writes[1:] or writes,
+                                  fsyncs=True))

@@ -16,7 +16,8 @@ the trace rows), then, with the HWM on the default database, ONE transaction:
 6. the trace rows (one multi-row INSERT); COMMIT is the commit point (``checkpoint.after_commit``).
 
 A crash anywhere before COMMIT leaves nothing of ``g+1``. The statements are Django query-API
-calls, each already one SQL statement; no hand-written SQL is needed on this path. The
+calls, each already one SQL statement; on PostgreSQL they travel as one batch, between a
+``BEGIN`` and a ``COMMIT`` said in SQL (two round trips, DESIGN.md section 4.13). The
 statements of a commit and of a restore (all but the HWM read) are compiled by the ORM once per
 process and then only refilled (``runtime.database.statements``): the same SQL, without rebuilding
 it every time.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from django.db import IntegrityError, router, transaction
 
 from runtime.core.checkpoint import Receipt
-from runtime.database.statements import compiled_rows
+from runtime.database.statements import RowsInsert, compiled_rows
 from runtime.errors import KeyQuarantinedError, ReceiptConflictError
 from runtime.models import IdempotencyRecord
 
@@ -38,6 +38,20 @@ def receipt_cache_get(*, idempotency_key: str) -> Receipt | None:
     if receipt is None:
         return None
     return Receipt.model_validate(receipt, strict=False)
+
+
+def receipt_cache_write(*, run_id: str, receipt: Receipt) -> RowsInsert:
+    """The receipt-cache row of ``receipt`` as a write a checkpoint commit runs in its own
+    transaction (DESIGN.md section 4.3): a batched commit inserts it and, when a row for the key
+    is already there, rolls back to the statement-by-statement path, where
+    :func:`receipt_cache_put` decides (same receipt: kept; another: ``ReceiptConflictError``;
+    quarantined: ``KeyQuarantinedError``)."""
+    row = IdempotencyRecord(run_id=run_id, idempotency_key=receipt.idempotency_key,
+                            intent_digest=receipt.intent_digest,
+                            receipt=receipt.model_dump(mode="json"),
+                            receipt_fingerprint=receipt.fingerprint())
+    return RowsInsert(alias=router.db_for_write(IdempotencyRecord), objs=(row,), exclusive=True,
+                      fallback=lambda: receipt_cache_put(run_id=run_id, receipt=receipt))
 
 
 def receipt_cache_put(*, run_id: str, receipt: Receipt) -> Receipt:

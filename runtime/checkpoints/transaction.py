@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, router, transaction
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Now
 
@@ -27,7 +27,16 @@ from runtime.core.checkpoint import LedgerHead
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.envelope import CheckpointEnvelope
 from runtime.core.ledger import LedgerEntry
-from runtime.database.statements import UpdateBuilder, compiled_insert, compiled_update
+from runtime.database.pipeline import batch_rollback, pipelined
+from runtime.database.statements import (
+    NotBatchableError,
+    RowsInsert,
+    UpdateBuilder,
+    compiled_insert,
+    compiled_update,
+    compiled_update_cached,
+    compiled_update_sent,
+)
 from runtime.errors import (
     CheckpointInvariantError,
     HighWaterMarkMissingError,
@@ -167,6 +176,30 @@ def _fence_update(lease: Lease, renew_seconds: float | None, release: bool) -> U
     return build
 
 
+def _fence_hot(plan: CommitPlan) -> tuple[list[TraceEvent], int, str, dict[str, Any]] | None:
+    """The trace rows, new trace head and fence slot values built on the trace head this process
+    last wrote; None when it remembers none. Raises ValueError: ``renew_seconds`` is not > 0."""
+    if plan.renew_seconds is not None and not plan.renew_seconds > 0:
+        raise ValueError("renew_seconds must be > 0")
+    lease, envelope = plan.lease, plan.envelope
+    hint = trace_head_hint(lease.run_id)
+    if hint is None:
+        return None
+    seq, head = hint
+    rows, new_seq, new_head = trace_rows_build(run_id=lease.run_id, seq=seq, head=head,
+                                               events=plan.events,
+                                               environment_version=plan.env_version)
+    payload = envelope.payload
+    slots = {"run_id": lease.run_id, "worker": lease.worker, "lease_version": lease.lease_version,
+             "state_version": lease.state_version, **_identity_filter(envelope),
+             "seq": seq, "head": head, "new_seq": new_seq, "new_head": new_head,
+             "phase": payload.phase.value,
+             "stop_reason": payload.stop_reason.value if payload.stop_reason else "",
+             "generation": envelope.generation, "digest": plan.row.digest,
+             "expected": plan.expected_generation}
+    return rows, new_seq, new_head, slots
+
+
 def _fence(plan: CommitPlan) -> list[TraceEvent]:
     """The one run-row UPDATE of a commit: lease fence, identity, state-version CAS, the
     generation the caller extends (so a stale ``expected_generation`` writes nothing), phase and
@@ -177,28 +210,19 @@ def _fence(plan: CommitPlan) -> list[TraceEvent]:
     an event) or the fence fails, the slow path reads the row once under a lock and either
     rebuilds the events on the real head or explains the failure.
     """
-    lease, envelope, events, env_version = plan.lease, plan.envelope, plan.events, plan.env_version
+    lease, envelope = plan.lease, plan.envelope
     run_id = lease.run_id
-    seq, head = trace_head_hint(run_id) or (None, "")
     payload = envelope.payload
-    if plan.renew_seconds is not None and not plan.renew_seconds > 0:
-        raise ValueError("renew_seconds must be > 0")
-    if seq is not None:
-        rows, new_seq, new_head = trace_rows_build(run_id=run_id, seq=seq, head=head, events=events,
-                                                   environment_version=env_version)
-        slots = {"run_id": run_id, "worker": lease.worker, "lease_version": lease.lease_version,
-                 "state_version": lease.state_version, **_identity_filter(envelope),
-                 "seq": seq, "head": head, "new_seq": new_seq, "new_head": new_head,
-                 "phase": payload.phase.value,
-                 "stop_reason": payload.stop_reason.value if payload.stop_reason else "",
-                 "generation": envelope.generation, "digest": plan.row.digest,
-                 "expected": plan.expected_generation}
+    hot = _fence_hot(plan)
+    if hot is not None:
+        rows, new_seq, new_head, slots = hot
         if compiled_update(alias=router.db_for_write(Run),
                            shape=("fence", plan.renew_seconds, plan.release),
                            build=_fence_update(lease, plan.renew_seconds, plan.release),
                            slots=slots) == 1:
             trace_head_remember(run_id, new_seq, new_head)
             return rows
+    events, env_version = plan.events, plan.env_version
     changes = _fence_changes(plan.renew_seconds, phase=payload.phase.value,
                              stop_reason=payload.stop_reason.value if payload.stop_reason else "",
                              generation=envelope.generation, digest=plan.row.digest,
@@ -225,6 +249,8 @@ def _main_transaction(plan: CommitPlan) -> None:
     also names g+1 and its digest on the run row), the engine's rows, uncovered ledger rows
     dropped, ledger rows, checkpoint row, trace rows. Its COMMIT is the commit point."""
     lease, envelope, row = plan.lease, plan.envelope, plan.row
+    if _main_transaction_pipelined(plan):
+        return
     try:
         with transaction.atomic():
             trace_rows = _fence(plan)
@@ -247,6 +273,82 @@ def _main_transaction(plan: CommitPlan) -> None:
     except BaseException:
         trace_head_forget(lease.run_id)  # the UPDATE that moved it rolled back
         raise
+
+
+def _main_transaction_pipelined(plan: CommitPlan) -> bool:
+    """The main transaction in two round trips on PostgreSQL (DESIGN.md section 4.13).
+
+    The statements of :func:`_main_transaction`, in its order and with its crash points, then
+    the engine's rows (``within``), go out as one batch (``runtime.database.pipeline``) opened
+    by a ``BEGIN`` said in SQL (psycopg would wait for a ``BEGIN`` of its own) and ended by one
+    Sync; then ``COMMIT`` (the commit point) or ``ROLLBACK``. The batch cannot look at the fence
+    before the INSERTs behind it run, so a fence that matched no row, an exclusive row already
+    there, or any failure rolls it all back and returns False: the statement-by-statement path
+    then commits or raises the same typed error as before.
+
+    Returns True when committed; False when nothing was written (not PostgreSQL, inside a
+    caller's transaction, nothing compiled yet, a write that is no plain INSERT, rolled back).
+    """
+    lease, envelope, alias = plan.lease, plan.envelope, router.db_for_write(Run)
+    connection = connections[alias]
+    if (connection.vendor != "postgresql" or connection.in_atomic_block
+            or not connection.get_autocommit()
+            or any(router.db_for_write(model) != alias for model in (Checkpoint, TraceEvent))
+            or not all(isinstance(w, RowsInsert) and w.alias == alias for w in plan.within)):
+        return False
+    hot = _fence_hot(plan)
+    if hot is None:
+        return False
+    trace_rows, new_seq, new_head, slots = hot
+    shape = ("fence", plan.renew_seconds, plan.release)
+    if not compiled_update_cached(alias=alias, shape=shape, slots=slots):
+        return False  # the first commit of this shape compiles and checks the fence UPDATE
+    sent: list[tuple[Any, int]] = []  # (cursor, rows it must have written)
+    began = good = False
+    try:
+        with pipelined(alias) as batched:
+            if batched:
+                with connection.cursor() as cursor:
+                    cursor.execute("BEGIN")
+                began = True
+                sent.append((compiled_update_sent(alias=alias, shape=shape, slots=slots), 1))
+                ledger_orphans_drop(run_id=lease.run_id, committed_length=plan.ledger_before.length)
+                ledger_rows_add(run_id=lease.run_id, entries=plan.entries, generation=envelope.generation)
+                crash_point(AFTER_LEDGER_ROWS)
+                compiled_insert(alias=alias, objs=[plan.row], ignore_conflicts=True)
+                crash_point(AFTER_APPEND)
+                compiled_insert(alias=alias, objs=trace_rows)
+                for write in plan.within:
+                    cursor = write.send()
+                    if write.exclusive:
+                        sent.append((cursor, len(write.objs)))
+                # The trace's derived rows (search terms, metrics) in this transaction, as always.
+                trace_head_remember(lease.run_id, new_seq, new_head)
+        # The Sync returned every result of the batch: the rowcounts are known.
+        good = began and all(cursor is not None and cursor.rowcount == rows for cursor, rows in sent)
+    except (DatabaseError, NotBatchableError):
+        good = False  # nothing committed: the statement-by-statement path decides or raises
+    except BaseException:
+        trace_head_forget(lease.run_id)
+        if began:
+            batch_rollback(alias)
+        raise
+    finally:
+        for cursor, _rows in sent:
+            if cursor is not None:
+                cursor.close()
+    if not good:  # nothing committed; the slow path reads the real trace head
+        trace_head_forget(lease.run_id)
+        if began:
+            batch_rollback(alias)
+        return False
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("COMMIT")  # the commit point
+    except BaseException:
+        trace_head_forget(lease.run_id)
+        raise
+    return True
 
 
 def _mark_advance(plan: CommitPlan) -> None:

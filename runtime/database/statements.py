@@ -21,6 +21,7 @@ cannot be executed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
@@ -39,6 +40,19 @@ lookup is compiled the same way as for a real value."""
 _TEMPLATES: dict[tuple[Any, ...], Any] = {}
 """``(alias, shape, slot names and types)`` -> ``(sql, plan)`` or ``_UNCACHEABLE``; a plan entry is
 ``("const", value)`` or ``("slot", name, the driver's wrapper type)``."""
+
+
+class NotBatchableError(Exception):
+    """A statement of a batch (``runtime.database.pipeline``) has no cached text and would go
+    through the query API, which may open a transaction of its own (``bulk_create``, a cascading
+    ``delete``): the batch must roll back and run statement by statement. Internal to the
+    commit path; never reaches a caller of the commit."""
+
+
+def _batching(alias: str) -> bool:
+    raw = connections[alias].connection
+    pgconn = getattr(raw, "pgconn", None)
+    return bool(pgconn is not None and pgconn.pipeline_status)
 
 
 def _compile(queryset: QuerySet[Any], values: dict[str, Any] | None) -> tuple[str, list[Any]]:
@@ -112,8 +126,7 @@ def compiled_update(*, alias: str, shape: tuple[Any, ...], build: UpdateBuilder,
     Raises:
         DatabaseError: as ``QuerySet.update`` would.
     """
-    # The slots' types are part of the key: a None (``IS NULL``) compiles to other text.
-    key = (alias, shape, tuple((name, type(value)) for name, value in slots.items()))
+    key = _update_key(alias, shape, slots)
     template = _TEMPLATES.get(key)
     if template is None:
         template = _TEMPLATES[key] = _template(build, slots)
@@ -124,6 +137,43 @@ def compiled_update(*, alias: str, shape: tuple[Any, ...], build: UpdateBuilder,
     with connections[alias].cursor() as cursor:
         cursor.execute(sql, _fill(plan, slots))
         return cursor.rowcount
+
+
+def _update_key(alias: str, shape: tuple[Any, ...], slots: Mapping[str, Any]) -> tuple[Any, ...]:
+    # The slots' types are part of the key: a None (``IS NULL``) compiles to other text.
+    return (alias, shape, tuple((name, type(value)) for name, value in slots.items()))
+
+
+def compiled_update_cached(*, alias: str, shape: tuple[Any, ...], slots: Mapping[str, Any]) -> bool:
+    """Whether :func:`compiled_update_sent` can send this UPDATE: an earlier
+    :func:`compiled_update` of the same shape and slot types compiled and checked it."""
+    template = _TEMPLATES.get(_update_key(alias, shape, slots))
+    return template is not None and template is not _UNCACHEABLE
+
+
+def compiled_update_sent(*, alias: str, shape: tuple[Any, ...],
+                         slots: Mapping[str, Any]) -> Any | None:
+    """Send the UPDATE :func:`compiled_update` cached for ``shape`` and these slot types, and
+    return its open cursor without reading its result; None when nothing is cached yet (the
+    first call of a shape goes through :func:`compiled_update`, which checks it).
+
+    For a batch of statements sent together (``runtime.database.pipeline``): the caller reads
+    ``cursor.rowcount`` after the batch's results came back, then closes the cursor.
+
+    Raises:
+        DatabaseError: as ``QuerySet.update`` would (in a batch: when its results come back).
+    """
+    template = _TEMPLATES.get(_update_key(alias, shape, slots))
+    if template is None or template is _UNCACHEABLE:
+        return None
+    sql, plan = template
+    cursor = connections[alias].cursor()
+    try:
+        cursor.execute(sql, _fill(plan, slots))
+    except BaseException:
+        cursor.close()
+        raise
+    return cursor
 
 
 def compiled_delete(*, alias: str, shape: tuple[Any, ...],
@@ -142,6 +192,8 @@ def compiled_delete(*, alias: str, shape: tuple[Any, ...],
     if template is None:
         template = _TEMPLATES[key] = _template(lambda s: (build(s), None), slots)
     if template is _UNCACHEABLE:
+        if _batching(alias):
+            raise NotBatchableError(shape)
         deleted, _ = build(slots).delete()
         return deleted
     sql, plan = template
@@ -201,23 +253,31 @@ def _param_equal(left: Any, right: Any) -> bool:
     return type(left) is type(right) and getattr(left, "obj", left) == getattr(right, "obj", right)
 
 
-def compiled_insert(*, alias: str, objs: list[Model], ignore_conflicts: bool = False) -> None:
+def compiled_insert(*, alias: str, objs: list[Model], ignore_conflicts: bool = False,
+                    keep_cursor: bool = False) -> Any | None:
     """Insert ``objs`` (unsaved instances of one model, primary keys left to the database) in one
     statement, as ``bulk_create(objs, ignore_conflicts=...)`` would; the instances' primary keys
     are not set.
 
     The statement's text is compiled by the ORM once per model, row count and which fields hold
     database-side expressions (``db_default``); each value is then prepared by its field
-    (``pre_save`` + ``get_db_prep_save``, what the insert compiler does). On first use the
-    compiler's own parameters are compared with these; any difference, or more than
-    :data:`_MAX_CACHED_ROWS` rows, sends the call through ``bulk_create``.
+    (``pre_save`` + ``get_db_prep_save``, what the insert compiler does). PostgreSQL's compiler
+    inserts several rows through ``UNNEST`` with one array per column; the cached statement is
+    then refilled column by column. On first use the compiler's own parameters are compared with
+    these; any difference, or more than :data:`_MAX_CACHED_ROWS` rows, sends the call through
+    ``bulk_create``.
+
+    Args:
+        keep_cursor: return the statement's open cursor (the caller reads ``rowcount``, e.g.
+            after a batch's results came back, and closes it); None when the call went through
+            ``bulk_create``.
 
     Raises:
         IntegrityError: a unique constraint failed (without ``ignore_conflicts``).
         DatabaseError: as ``bulk_create`` would.
     """
     if not objs:
-        return
+        return None
     model = type(objs[0])
     connection = connections[alias]
     fields = _INSERT_FIELDS.get(model)
@@ -233,16 +293,36 @@ def compiled_insert(*, alias: str, objs: list[Model], ignore_conflicts: bool = F
         template = _TEMPLATES[key] = _insert_template(
             model, fields, objs, values, alias=alias, ignore_conflicts=ignore_conflicts)
     if template is None or template is _UNCACHEABLE:
+        if _batching(alias):
+            raise NotBatchableError(model.__name__)
         model._default_manager.using(alias).bulk_create(objs, ignore_conflicts=ignore_conflicts)
-        return
-    params = [f.get_db_prep_save(v, connection=connection)
-              for row in values for f, v in zip(fields, row, strict=True)
-              if not hasattr(v, "resolve_expression")]
-    with connection.cursor() as cursor:
-        cursor.execute(template, params)
+        return None
+    sql, by_column = template
+    params = _insert_params(fields, values, connection, by_column=by_column)
+    cursor = connection.cursor()
+    try:
+        cursor.execute(sql, params)
+    except BaseException:
+        cursor.close()
+        raise
+    if keep_cursor:
+        return cursor
+    cursor.close()
+    return None
 
 
 _INSERT_FIELDS: dict[type[Model], list[Any]] = {}
+
+
+def _insert_params(fields: list[Any], values: list[list[Any]], connection: Any, *,
+                   by_column: bool) -> list[Any]:
+    """The parameters of a cached INSERT: row after row, or (``UNNEST``) one list per column."""
+    rows = [[f.get_db_prep_save(v, connection=connection)
+             for f, v in zip(fields, row, strict=True) if not hasattr(v, "resolve_expression")]
+            for row in values]
+    if by_column:
+        return [list(column) for column in zip(*rows, strict=True)]
+    return [param for row in rows for param in row]
 
 
 def _insert_template(model: type[Model], fields: list[Any], objs: list[Model],
@@ -253,10 +333,51 @@ def _insert_template(model: type[Model], fields: list[Any], objs: list[Model],
     if len(statements) != 1:
         return _UNCACHEABLE
     sql, params = statements[0]
+    params = list(params)
     connection = connections[alias]
-    mine = [f.get_db_prep_save(v, connection=connection)
-            for row in values for f, v in zip(fields, row, strict=True)
-            if not hasattr(v, "resolve_expression")]
-    if len(mine) != len(params) or not all(map(_param_equal, mine, params)):
-        return _UNCACHEABLE
-    return sql
+    for by_column in (False, True):
+        mine = _insert_params(fields, values, connection, by_column=by_column)
+        if len(mine) == len(params) and all(map(_same_param, mine, params)):
+            return sql, by_column
+    return _UNCACHEABLE
+
+
+def _same_param(left: Any, right: Any) -> bool:
+    if isinstance(left, list) or isinstance(right, list):
+        return (isinstance(left, list) and isinstance(right, list) and len(left) == len(right)
+                and all(map(_param_equal, left, right)))
+    return _param_equal(left, right)
+
+
+@dataclass(frozen=True)
+class RowsInsert:
+    """A write a checkpoint commit runs in its transaction: ``INSERT objs ... ON CONFLICT DO
+    NOTHING`` on ``alias`` (DESIGN.md sections 4.3 and 4.13).
+
+    Calling it runs the write on its own (the statement-by-statement commit path). A batched
+    commit sends it with its other statements instead (:meth:`send`), and when ``exclusive`` is
+    set and a row was already there it rolls back and takes the statement-by-statement path,
+    where ``fallback`` (the service's own write, which explains a conflict) runs instead.
+
+    Attributes:
+        alias: the database alias.
+        objs: unsaved instances of one model.
+        exclusive: a row already stored is not the same outcome (the caller must decide).
+        fallback: what a call runs instead of the plain INSERT; None: the INSERT.
+    """
+
+    alias: str
+    objs: tuple[Model, ...]
+    exclusive: bool = False
+    fallback: Callable[[], Any] | None = None
+
+    def __call__(self) -> None:
+        if self.fallback is not None:
+            self.fallback()
+        else:
+            compiled_insert(alias=self.alias, objs=list(self.objs), ignore_conflicts=True)
+
+    def send(self) -> Any | None:
+        """Send the INSERT and return its open cursor (None: it went through ``bulk_create``)."""
+        return compiled_insert(alias=self.alias, objs=list(self.objs), ignore_conflicts=True,
+                               keep_cursor=True)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
 
 from runtime.checkpoints.session import (
     RunSession,
@@ -25,7 +27,7 @@ from runtime.checkpoints.session import (
     session_blob_put,
     session_commit,
 )
-from runtime.core.checkpoint import Action, PendingAction, RunState, StopReason
+from runtime.core.checkpoint import Action, PendingAction, Phase, RunState, StopReason
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
@@ -37,6 +39,9 @@ from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.evidence.trace import trace_append
 from runtime.planners.base import Done, PlannerStep, planner_state_check
 from runtime.taskspec import needs_approval, policy_check
+
+if TYPE_CHECKING:
+    from runtime.adapters.base import Observation
 
 CP_BEFORE_PROPOSE = register("engine.before_propose", "observed, about to ask the planner")
 CP_AFTER_INTENT = register("engine.after_intent_commit", "pending intent checkpointed, no side effect yet")
@@ -107,10 +112,29 @@ def write_propose(session: RunSession) -> None:
     if state_ledger(state).key_quarantined(key):
         raise EngineError("derived key is quarantined; the replan epoch did not advance", run_id=session.run_id,
                           idempotency_key=key)
+    approval = needs_approval(state.scope, action)
+    state.pending, payload = _intent(session, action, key=key, approval=approval)
+    if approval:
+        diff = session.adapter.dry_run_diff(action, blobs=lambda d: session_blob(session, d))
+        payload["dry_run_diff"] = attachment_put(data=diff.encode(), content_type="text/x-diff",
+                                                 row_writes=session.within_commit)
+        state.phase = transition(state.phase, Event.APPROVAL_REQUIRED)
+        state.stop_reason = StopReason.APPROVAL_REQUIRED
+        state.stop_detail = "waiting for a human approval"
+        session_commit(session, ("intent.proposed", payload), ("approval.requested", {"idempotency_key": key}))
+        return
+    state.phase = transition(state.phase, Event.PROPOSE_WRITE)
+    session_commit(session, ("intent.proposed", payload))
+    crash_point(CP_AFTER_INTENT)
+
+
+def _intent(session: RunSession, action: Action, *, key: str,
+            approval: bool) -> tuple[PendingAction, dict[str, Any]]:
+    """The pending write of ``action`` at the state's cursor and its ``intent.proposed`` payload."""
+    state = session.state
     intent = action.intent_digest()
     expected_post = session.adapter.predict_post_state(action, blobs=lambda d: session_blob(session, d))
-    approval = needs_approval(state.scope, action)
-    state.pending = PendingAction(
+    pending = PendingAction(
         action=action,
         intent_digest=intent,
         idempotency_key=key,
@@ -124,18 +148,62 @@ def write_propose(session: RunSession) -> None:
     payload: dict[str, Any] = {"idempotency_key": key, "intent_digest": intent, "cursor": state.cursor,
                                "action": action.model_dump(mode="json"), "requires_approval": approval,
                                "expected_post_fingerprint": expected_post}
-    if approval:
-        diff = session.adapter.dry_run_diff(action, blobs=lambda d: session_blob(session, d))
-        payload["dry_run_diff"] = attachment_put(data=diff.encode(), content_type="text/x-diff",
-                                                 row_writes=session.within_commit)
-        state.phase = transition(state.phase, Event.APPROVAL_REQUIRED)
-        state.stop_reason = StopReason.APPROVAL_REQUIRED
-        state.stop_detail = "waiting for a human approval"
-        session_commit(session, ("intent.proposed", payload), ("approval.requested", {"idempotency_key": key}))
-        return
+    return pending, payload
+
+
+def intent_fold(session: RunSession, obs: Observation) -> list[tuple[str, dict[str, Any]]]:
+    """Propose the next write while the last one is settled, for the same checkpoint
+    (DESIGN.md section 4.13): one commit per write in steady state.
+
+    Only with ``RATCHET_FOLD_INTENTS`` on, for a planner that says it ``proposes_at_once``
+    (``runtime.planners.base``), and only
+    when the answer is a plain write that may go ahead at once: an :class:`Action` within budget
+    and policy, needing no approval, under a key that is not quarantined. The state must be the
+    settled one (phase running, cursor past the last write, ``obs`` its environment). Then the
+    pending write, the planner's new state and the proposal count are set on the state and the
+    ``intent.proposed`` event is returned for the caller's commit. Anything else -- ``Done``, an
+    approval to wait for, a stop, or any exception of the planner or the adapter -- leaves the
+    state and the session's queued rows as they were and returns ``[]``: the last write commits
+    alone and the next step asks again, handling the answer exactly as :func:`write_propose`
+    does (the planner is deterministic, so it answers the same).
+
+    Crash windows (DESIGN.md section 5.3): the last write's receipt and this intent become
+    durable together; a kill before that commit leaves the last write pending, and its
+    recovery reconciles the receipt and proposes this write again.
+    """
+    state = session.state
+    if (not settings.RATCHET_FOLD_INTENTS or state.phase != Phase.RUNNING
+            or getattr(session.planner, "proposes_at_once", False) is not True):
+        return []
+    crash_point(CP_BEFORE_PROPOSE)
+    queued = len(session.within_commit)
+    session.proposed_blobs.clear()
+    try:
+        answer = session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),
+                                         observation=obs,
+                                         put_blob=lambda data: session_blob_put(session, data))
+        action, new_state = (answer.proposal, answer.state) if isinstance(answer, PlannerStep) else (
+            answer, state.planner_state)
+        key = derive_key(run_id=session.run_id, cursor=state.cursor, replan_epoch=state.replan_epoch)
+        if (not isinstance(action, Action) or _budget_exhausted(state) or needs_approval(state.scope, action)
+                or state_ledger(state).key_quarantined(key)):
+            raise _NotNow
+        policy_check(state.scope, action)
+        new_state = planner_state_check(new_state)
+        pending, payload = _intent(session, action, key=key, approval=False)
+    except Exception:  # _NotNow, a policy violation, a planner or adapter error: the next step decides
+        del session.within_commit[queued:]
+        session.proposed_blobs.clear()
+        return []
+    state.planner_state = new_state
+    state.usage.proposals += 1
+    state.pending = pending
     state.phase = transition(state.phase, Event.PROPOSE_WRITE)
-    session_commit(session, ("intent.proposed", payload))
-    crash_point(CP_AFTER_INTENT)
+    return [("intent.proposed", payload)]
+
+
+class _NotNow(Exception):
+    """The next proposal is not a write that may go ahead at once."""
 
 
 def _planner_failed(session: RunSession, exc: Exception, *, what: str = "planner") -> None:

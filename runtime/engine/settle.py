@@ -10,7 +10,7 @@ does not fit freezes the run for review with the receipt kept in full.
 from __future__ import annotations
 
 from runtime.checkpoints.approval_checks import receipt_trust_problem
-from runtime.checkpoints.receipts import receipt_cache_get, receipt_cache_put
+from runtime.checkpoints.receipts import receipt_cache_get, receipt_cache_write
 from runtime.checkpoints.session import RunSession, observation_json, session_commit, store_observation
 from runtime.core.checkpoint import ExecutedWrite, Receipt, StopReason
 from runtime.core.crashpoints import crash_point, register
@@ -18,6 +18,7 @@ from runtime.core.idempotency import compare_receipts
 from runtime.core.ledger import state_ledger
 from runtime.core.statemachine import Event, transition
 from runtime.engine.freeze import run_freeze
+from runtime.engine.propose import CP_AFTER_INTENT, intent_fold
 from runtime.errors import EngineError
 
 CP_AFTER_CACHE = register("engine.after_receipt_cache",
@@ -70,7 +71,7 @@ def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool) -
     if cached is None:
         # Written by the receipt commit's own transaction (DESIGN.md section 4.3): one durable
         # transaction for the cache row, the ledger entry and the checkpoint.
-        session.within_commit.append(lambda: receipt_cache_put(run_id=session.run_id, receipt=receipt))
+        session.within_commit.append(receipt_cache_write(run_id=session.run_id, receipt=receipt))
     crash_point(CP_AFTER_CACHE)
     fingerprint = receipt.fingerprint()  # once: the receipt never changes after this (section 3.1)
     ledger = state_ledger(state)
@@ -90,9 +91,14 @@ def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool) -
     state.phase = transition(state.phase, Event.RECONCILED if reconciled else Event.EXECUTED)
     state.stop_reason = None
     state.stop_detail = ""
+    # The next write's intent rides in the same checkpoint when the planner can say it at once
+    # (DESIGN.md section 4.13): one commit per write in steady state.
+    following = intent_fold(session, obs)
     session_commit(session, ("write.reconciled" if reconciled else "write.executed", {
         "idempotency_key": pending.idempotency_key, "intent_digest": pending.intent_digest,
         "receipt": receipt.model_dump(mode="json"), "receipt_fingerprint": fingerprint,
         "environment_version": obs.version,
-    }))
+    }), *following)
     crash_point(CP_AFTER_STEP)
+    if following:
+        crash_point(CP_AFTER_INTENT)

@@ -24,7 +24,7 @@ from django.db import router
 
 from runtime.core.blob_origin import git_location, git_location_parse
 from runtime.core.canonical import check_digest, digest_bytes
-from runtime.database.statements import compiled_insert, compiled_rows
+from runtime.database.statements import RowsInsert, compiled_rows
 from runtime.errors import AttachmentError, DigestFormatError
 from runtime.models import Attachment
 
@@ -99,8 +99,7 @@ def _row_write(*, digest: str, size: int, content_type: str, name: str,
                row_writes: list[Callable[[], None]] | None) -> None:
     if row_writes is not None:
         row = Attachment(digest=digest, size=size, content_type=content_type[:100], storage_name=name)
-        row_writes.append(lambda: compiled_insert(alias=router.db_for_write(Attachment), objs=[row],
-                                                  ignore_conflicts=True))
+        row_writes.append(RowsInsert(alias=router.db_for_write(Attachment), objs=(row,)))
         return
     Attachment.objects.get_or_create(
         digest=digest, defaults={"size": size, "content_type": content_type[:100], "storage_name": name})

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.db import router
+
 from runtime.core.search_text import events_terms
+from runtime.database.statements import compiled_insert
 from runtime.models import RunSearchTerm
 
 
@@ -25,8 +28,9 @@ def search_terms_record(*, run_id: str, events: Iterable[tuple[str, Mapping[str,
     """
     terms = events_terms(events)
     if terms:
-        RunSearchTerm.objects.bulk_create(
-            [RunSearchTerm(run_id=run_id, kind=kind, term=term) for kind, term in terms],
-            ignore_conflicts=True,
-        )
+        # Compiled once per row count (runtime.database.statements): the same INSERT as
+        # bulk_create(ignore_conflicts=True), and one a batched commit can send (DESIGN.md
+        # section 4.13).
+        compiled_insert(alias=router.db_for_write(RunSearchTerm), ignore_conflicts=True,
+                        objs=[RunSearchTerm(run_id=run_id, kind=kind, term=term) for kind, term in terms])
     return len(terms)

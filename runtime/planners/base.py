@@ -98,7 +98,14 @@ class PlannerContext:
 
 @runtime_checkable
 class Planner(Protocol):
-    """What the step engine needs of a planner."""
+    """What the step engine needs of a planner.
+
+    Optional: a class attribute ``proposes_at_once = True`` says the planner proposes from its
+    state and the observation alone, without waiting on anyone and without side effects (no
+    model call, no trace of its own); the engine then asks it for the next write while it
+    settles the last one, and commits the receipt and the next intent in one checkpoint
+    (DESIGN.md section 4.13). Without it, every proposal gets a checkpoint of its own.
+    """
 
     def init_state(self) -> PlannerState:
         """Called once when the run is created; the result is kept in every checkpoint.

@@ -36,6 +36,10 @@ class ScriptedPlanner:
     """
 
     kind = "scripted"
+    proposes_at_once = True
+    """Proposes from its state and the observation alone, at once and without side effects, so
+    the engine asks for the next write while it settles the last one and commits both in one
+    checkpoint (DESIGN.md section 4.13)."""
     Options = ScriptedPlannerSpec
 
     def __init__(self, *, options: ScriptedPlannerSpec, context: PlannerContext | None = None) -> None:

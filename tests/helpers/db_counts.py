@@ -2,8 +2,10 @@
 (DESIGN.md sections 4.2 and 4.3).
 
 A durable transaction is a COMMIT Django sends (``connection.commit`` at the end of an outermost
-``atomic`` block) or a write statement run in autocommit mode (outside any ``atomic`` block:
-each is its own transaction). Counts are exact and load-independent, so tests assert them.
+``atomic`` block), a ``COMMIT`` statement ending a transaction that wrote and that a ``BEGIN``
+statement opened in autocommit mode (the batched commit on PostgreSQL), or any other write
+statement run in autocommit mode (outside any ``atomic`` block: each is its own transaction).
+Counts are exact and load-independent, so tests assert them.
 """
 
 from __future__ import annotations
@@ -53,12 +55,26 @@ def _counted(alias: str, counts: DbCounts, *, main: bool) -> Iterator[None]:
         count_one()
         return original()
 
+    said = {"open": False, "wrote": False}  # a transaction said in SQL in autocommit mode
+
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         if main:
             counts.statements += 1
             counts.sql.append(sql)
-        if not connection.in_atomic_block and sql.lstrip().upper().startswith(_WRITES):
-            count_one()  # autocommit: the statement is its own transaction
+        head = sql.lstrip().upper()
+        # Django's own BEGIN (SQLite's, entering ``atomic``) runs with autocommit already off.
+        if not connection.in_atomic_block and connection.autocommit:
+            if head.startswith("BEGIN"):
+                said.update(open=True, wrote=False)
+            elif head.startswith(("COMMIT", "ROLLBACK")):
+                if head.startswith("COMMIT") and said["open"] and said["wrote"]:
+                    count_one()  # the batched commit (runtime/checkpoints/transaction.py)
+                said.update(open=False, wrote=False)
+            elif head.startswith(_WRITES):
+                if said["open"]:
+                    said["wrote"] = True
+                else:
+                    count_one()  # autocommit: the statement is its own transaction
         return execute(sql, params, many, context)
 
     connection._commit = counted_commit

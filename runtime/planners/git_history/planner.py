@@ -65,6 +65,10 @@ class GitHistoryPlanner:
     """
 
     kind = KIND
+    proposes_at_once = True
+    """Proposes from its state and the observation alone, at once and without side effects, so
+    the engine asks for the next write while it settles the last one and commits both in one
+    checkpoint (DESIGN.md section 4.13)."""
 
     def __init__(
         self, *, source: Path | str, range: str, risk: str = "low", setup: str = "none"
