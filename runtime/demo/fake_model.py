@@ -337,7 +337,10 @@ def fake_model_start(*, script: dict[str, Any], workdir: Path, expect_key_env: s
         cmd += ["--expect-key-env", expect_key_env]
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    process = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL)  # noqa: S603
+    # Its own session: a Ctrl-C in the terminal reaches the demo command, which stops the worker
+    # first; the model must outlive the worker's last call, or a running run freezes.
+    process = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL,  # noqa: S603
+                               start_new_session=True)
     deadline = time.monotonic() + timeout
     while not ready.exists():
         if process.poll() is not None or time.monotonic() > deadline:

@@ -8,6 +8,7 @@ sweeper embedded, on the SQLite broker under ``var/``). Both are stopped by pid,
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -88,12 +89,16 @@ class DemoProcesses:
                     f"127.0.0.1:{self.port}",
                     "--insecure",
                     "--noreload",
-                ]
+                ],
+                start_new_session=True,
             )
         )
         self.procs.append(
             subprocess.Popen(
-                [sys.executable, manage, "worker", "--concurrency", str(self.concurrency)]
+                [sys.executable, manage, "worker", "--concurrency", str(self.concurrency)],
+                # Its own session: the worker's pool and embedded beat are its children, and a
+                # worker still finishing a long task after the grace period is ended with them.
+                start_new_session=True,
             )
         )
         deadline = time.monotonic() + START_SECONDS
@@ -119,5 +124,10 @@ class DemoProcesses:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
+                # The whole session this child started (its pool and beat processes), not just
+                # its pid: a SIGKILLed worker's children would otherwise keep running.
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    proc.kill()
                 proc.wait()

@@ -107,7 +107,8 @@ class DemoServices:
         env.pop("RATCHET_CRASH_AT", None)
         cmd = [sys.executable, "-m", "runtime.services.orders_service", "--db", str(self.workdir / "orders.sqlite3"),
                "--port", str(port)]
-        self.orders = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # noqa: S603
+        self.orders = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True,  # noqa: S603
+                                       start_new_session=True)  # Ctrl-C goes to the demo command alone
         line = self.orders.stdout.readline() if self.orders.stdout else ""
         try:
             return int(json.loads(line)["port"])
