@@ -55,15 +55,28 @@ def test_it_drops_a_message_while_another_worker_holds_the_lease(replay_task: Pa
     assert lease_events(run_id) == acquisitions
 
 
-@pytest.mark.parametrize("phase", ["awaiting_approval", "needs_review", "completed", "failed",
-                                   "cancelled"])
-def test_it_leaves_frozen_and_finished_runs_alone(replay_task: Path, phase: str) -> None:
+def test_it_leaves_a_finished_run_alone(replay_task: Path) -> None:
     run_id = run_start(spec_path=replay_task)
-    Run.objects.filter(run_id=run_id).update(phase=phase)
+    assert run_advance(run_id=run_id, worker=WORKER).phase == "completed"
     acquisitions = lease_events(run_id)
 
     assert advance_run_once(run_id=run_id, generation=None, worker=WORKER) == "not-live"
     assert lease_events(run_id) == acquisitions
+
+
+@pytest.mark.parametrize("phase", ["awaiting_approval", "needs_review", "completed", "failed",
+                                   "cancelled"])
+def test_it_never_drops_a_live_run_whose_row_was_edited_to_look_done(replay_task: Path, phase: str) -> None:
+    # The row is an unsigned copy (DESIGN.md section 4.10): confirmed against the signed checkpoint,
+    # the disagreement goes to a person instead of silently stopping the run.
+    run_id = run_start(spec_path=replay_task)
+    Run.objects.filter(run_id=run_id).update(phase=phase)
+    acquisitions = lease_events(run_id)
+
+    assert advance_run_once(run_id=run_id, generation=None, worker=WORKER) == "needs-human"
+    assert lease_events(run_id) == acquisitions
+    refused = TraceEvent.objects.filter(run_id=run_id, event_type="restore.refused").get()
+    assert refused.payload["error"] == "DerivedRowMismatchError"
 
 
 def test_it_does_not_retry_a_restore_that_failed_closed(
