@@ -15,8 +15,9 @@ from django.db import DatabaseError
 
 from runtime.checkpoints.checks import run_load
 from runtime.checkpoints.protocol import checkpoint_restore
-from runtime.errors import CheckpointError, RatchetError, SigningError
+from runtime.errors import CheckpointError, DerivedRowMismatchError, RatchetError, RunArchivedError, SigningError
 from runtime.evidence.trace import trace_append
+from runtime.models import Checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ def run_row_confirm(*, run_id: str, worker: str) -> None:
 
     Raises:
         RunNotFoundError: no such run.
+        RunArchivedError: the run was archived (DESIGN.md section 4.11); nothing is traced.
         DerivedRowMismatchError: the row's phase or stop reason is not the signed one at the same
             generation; traced as ``restore.refused`` first, so the sweeper leaves the run to a
             person (``runtime.workers.sweeper``).
@@ -41,6 +43,14 @@ def run_row_confirm(*, run_id: str, worker: str) -> None:
     """
     run = run_load(run_id=run_id)
     try:
+        if run.archived_at is not None:
+            # An archived run's evidence is its bundle; its checkpoints are gone. A row that says
+            # archived while they are still stored was edited (DESIGN.md section 4.11).
+            if Checkpoint.objects.filter(run_id=run_id).exists():
+                raise DerivedRowMismatchError(
+                    "the run row says archived but its checkpoints are still stored", run_id=run_id,
+                    row="archived", signed=run.phase)
+            raise RunArchivedError(run_id=run_id, location=run.archive_location, digest=run.archive_digest)
         checkpoint_restore(run_id=run_id, scenario_fingerprint=run.scenario_fingerprint)
     except (CheckpointError, SigningError) as exc:
         payload = {"error": type(exc).__name__, "message": str(exc)[:500], "worker": worker}

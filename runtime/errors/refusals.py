@@ -56,6 +56,14 @@ class RunExistsError(RefusedError):
     hint = "run ids are unique; resume the existing run instead of creating it again"
 
 
+class RunArchivedError(RefusedError):
+    """The run was archived (DESIGN.md section 4.11): its checkpoints, trace and receipts live in
+    its signed evidence bundle now (``location``, ``digest``), so nothing can drive or restore it."""
+
+    default_message = "the run was archived; nothing drives an archived run"
+    hint = "read its evidence with `manage.py archive --verify RUN_ID`; start a new run to do the work again"
+
+
 class RunArchiveRefusedError(RefusedError):
     """A run was not archived because it is not (or no longer) archivable: it is unfinished,
     already archived, has an open review case, a live run acts on its environment, or it changed

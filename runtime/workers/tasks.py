@@ -61,6 +61,7 @@ from runtime.errors import (
     PluginNotFoundError,
     PluginVersionMismatchError,
     RatchetError,
+    RunArchivedError,
     SigningError,
     StaleGenerationError,
 )
@@ -190,6 +191,9 @@ def _advance_run_once(*, run_id: str, generation: int | None, worker: str) -> st
         # message is dropped (DESIGN.md section 4.10): an edited row must not stop a live run.
         try:
             run_row_confirm(run_id=run_id, worker=worker)
+        except RunArchivedError:
+            log.info("advance_run: run %s was archived; nothing to do", run_id)
+            return "not-live"
         except (CheckpointError, SigningError) as exc:
             log.error("advance_run: run %s row says %s but cannot be confirmed (needs a human): %s",
                       run_id, row["phase"], exc)

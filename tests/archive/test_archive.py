@@ -151,3 +151,25 @@ def test_a_pass_sigkilled_from_outside_midway_leaves_no_half_run(tmp_path, ratch
     assert [state_of(run_id) for run_id in done] == ["archived"] * 20
     assert all(archived_bundle_findings(run_id=r, public_keys=public_keys) == [] for r in done)
     assert state_of(live) == "intact"
+
+
+def test_an_archived_run_is_refused_by_resume_and_dropped_by_a_worker_without_a_trace(tmp_path, ratchet_keys):
+    from runtime.errors import DerivedRowMismatchError, RunArchivedError
+    from runtime.models import TraceEvent
+    from runtime.workers.tasks import advance_run_once
+
+    [archived] = finished_runs(tmp_path / "first", 1)
+    archive_pass(selection=ArchiveSelection(older_than=0.001), apply=True)
+    [edited] = finished_runs(tmp_path / "second", 1)
+    location = Run.objects.get(run_id=archived).archive_location
+
+    with pytest.raises(RunArchivedError) as refused:
+        run_advance(run_id=archived, worker="w")
+    assert refused.value.context["location"] == location
+    assert advance_run_once(run_id=archived, generation=None, worker="w") == "not-live"
+    assert not TraceEvent.objects.filter(run_id=archived).exists()
+
+    # A row that claims to be archived while its checkpoints are still stored was edited.
+    Run.objects.filter(run_id=edited).update(archived_at=Run.objects.get(run_id=archived).archived_at)
+    with pytest.raises(DerivedRowMismatchError, match="says archived"):
+        run_advance(run_id=edited, worker="w")
