@@ -5,11 +5,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from runtime.adapters.factory import open_adapter
-from tests.helpers.procs import MANAGE, ROOT, child_env
+from tests.helpers.procs import MANAGE, ROOT, child_env, wait_listening
 
 EXTERNAL_ENTRY = "runtime.planners.external:ExternalPlanner"
 """The external planner by dotted path (works before ``pip install -e .`` registers ``external``)."""
@@ -64,16 +63,8 @@ def gateway_start(port: int, **env: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, str(MANAGE), "gateway", "--port", str(port)], cwd=ROOT, text=True,
                             env=child_env(**{"RATCHET_LEASE_SECONDS": "1", **env}),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 90  # a loaded machine imports Django slowly
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc
-        if proc.poll() is not None:
-            raise AssertionError(f"gateway exited: {proc.stderr.read() if proc.stderr else ''}")
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("gateway did not start")
+    wait_listening(proc, port, what="gateway")
+    return proc
 
 
 def gateway_stop(proc: subprocess.Popen[str]) -> None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.gateway.support import free_port, write_external_task
-from tests.helpers.procs import MANAGE, ROOT, child_env
+from tests.helpers.procs import MANAGE, ROOT, child_env, wait_listening
 
 PUBLIC = "https://ratchet.example.test"
 """The public base URL the web process is told it is reached at (links only; nothing dials it)."""
@@ -38,17 +36,8 @@ def web_start(port: int, specs: Path) -> subprocess.Popen[bytes]:
                     RATCHET_LEASE_SECONDS="2")
     proc = subprocess.Popen([sys.executable, str(MANAGE), "runserver", f"127.0.0.1:{port}", "--noreload"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 90  # a loaded machine imports Django slowly
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc
-        if proc.poll() is not None:
-            raise AssertionError(f"the web process exited: {proc.stderr.read() if proc.stderr else b''!r}")
-        time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    raise AssertionError("the web process did not start")
+    wait_listening(proc, port, what="the web process")
+    return proc
 
 
 def web_kill(proc: subprocess.Popen[bytes]) -> None:

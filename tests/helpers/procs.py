@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -163,6 +164,23 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.005)
+
+
+def wait_listening(proc: subprocess.Popen, port: int, *, what: str, timeout: float = 90) -> None:
+    """Wait until our child ``proc`` accepts connections on 127.0.0.1:``port``; fail the test,
+    after killing it, if it exits first or ``timeout`` seconds pass (a loaded machine imports
+    Django slowly)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited: {proc.stderr.read() if proc.stderr else ''!r}")
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise AssertionError(f"{what} did not start")
 
 
 def run_killed_at(task: Path, point: str) -> str:
