@@ -37,7 +37,7 @@ SIGNED = {"long_run_rss_growth_pct"}
 """Metrics that may be zero or negative (memory can shrink)."""
 
 COUNTS = {"per_engine_step", "per_write_action", "per_workspace_write_action",
-          "per_workspace_engine_step",
+          "per_workspace_engine_step", "per_workspace_write_action_folded",
           *(f"per_checkpoint_{what}_at_{n}" for what in ("advance", "restore") for n in LEVELS)}
 
 
@@ -82,6 +82,9 @@ def test_it_counts_statements_round_trips_and_durable_transactions(quick_bench: 
     # records, the file, its directory); git's happen in its children and are not.
     assert counts["per_workspace_write_action"]["fsyncs"] >= 1
     assert counts["per_write_action"]["fsyncs"] is None
+    # One commit per write (RATCHET_FOLD_INTENTS, DESIGN.md section 4.13) never costs more.
+    assert (counts["per_workspace_write_action_folded"]["durable_transactions"]
+            <= counts["per_workspace_write_action"]["durable_transactions"])
 
 
 def test_it_takes_the_samples_its_sizes_promise(quick_bench: BenchRun) -> None:

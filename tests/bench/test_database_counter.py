@@ -35,7 +35,7 @@ def test_it_counts_one_durable_transaction_for_a_committed_write() -> None:
     sqlite_begin = 1 if connection.vendor == "sqlite" else 0
     assert counter.counts == DatabaseCounts(
         statements=2 + sqlite_begin, round_trips=2 + sqlite_begin + begin_trips() + 1,
-        commits=1, durable_transactions=1)
+        commits=1, durable_transactions=1, main_durable_transactions=1)
 
 
 def test_it_counts_no_durable_transaction_for_reads_and_one_per_autocommit_write() -> None:
