@@ -72,7 +72,8 @@ def test_it_counts_statements_round_trips_and_durable_transactions(quick_bench: 
     assert set(counts) == COUNTS
     for name, count in counts.items():
         assert count["units"] >= 1, name
-        assert count["round_trips"] >= count["statements"] >= 1, name
+        # A PostgreSQL advance sends its statements as one pipeline (DESIGN.md section 4.13).
+        assert count["round_trips"] >= 1 and count["statements"] >= 1, name
     for n in LEVELS:
         assert counts[f"per_checkpoint_advance_at_{n}"]["durable_transactions"] >= 1
         assert counts[f"per_checkpoint_restore_at_{n}"]["durable_transactions"] == 0

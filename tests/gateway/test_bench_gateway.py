@@ -25,7 +25,9 @@ def test_it_reports_overhead_and_throughput(tmp_path, ratchet_keys):
     # move the mark on its own (DESIGN.md section 4.3), and the adapter fsyncs its journal and file.
     for surface in ("call_submit", "json_api", "mcp", "engine_write"):
         assert per_call[surface]["durable_transactions"] >= 4, surface
-        assert per_call[surface]["round_trips"] >= per_call[surface]["statements"] > 0, surface
+        # A PostgreSQL advance sends its statements as one pipeline (DESIGN.md section 4.13), so
+        # round trips can be fewer than statements; neither is ever zero.
+        assert per_call[surface]["round_trips"] > 0 and per_call[surface]["statements"] > 0, surface
         assert per_call[surface]["fsyncs"] >= 1, surface
     assert per_call["direct"]["durable_transactions"] == 0 and per_call["direct"]["fsyncs"] >= 1
     assert "client fsyncs" in result.stdout
