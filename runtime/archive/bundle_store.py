@@ -11,7 +11,6 @@ before the run's rows are removed.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any
 
@@ -21,6 +20,7 @@ from django.core.files.storage import Storage, storages
 
 from runtime.core.canonical import digest_bytes
 from runtime.errors import ArchiveStorageError
+from runtime.evidence.attachments import stored_digest
 
 
 def archive_storage() -> Storage:
@@ -49,18 +49,6 @@ def _fsync_local(storage: Storage, name: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def stored_digest(storage: Storage, name: str) -> str | None:
-    """``sha256:<hex>`` of what ``name`` holds in ``storage``, or None when it is missing."""
-    try:
-        with storage.open(name, "rb") as handle:
-            h = hashlib.sha256()
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                h.update(chunk)
-    except (FileNotFoundError, OSError):
-        return None
-    return "sha256:" + h.hexdigest()
 
 
 def bundle_store(*, run_id: str, data: bytes) -> tuple[str, str]:

@@ -19,7 +19,7 @@ import subprocess
 from collections.abc import Callable
 
 from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
+from django.core.files.storage import Storage, default_storage
 from django.db import router
 
 from runtime.core.blob_origin import git_location, git_location_parse
@@ -35,9 +35,11 @@ def storage_name(digest: str) -> str:
     return f"attachments/{hex_[:2]}/{hex_[2:4]}/{hex_}"
 
 
-def _stored_digest(name: str) -> str | None:
+def stored_digest(storage: Storage, name: str) -> str | None:
+    """``sha256:<hex>`` of what ``name`` holds in ``storage`` (read in 1 MiB chunks), or None when
+    it is missing or unreadable. Attachments and archived bundles are both checked with it."""
     try:
-        with default_storage.open(name, "rb") as handle:
+        with storage.open(name, "rb") as handle:
             h = hashlib.sha256()
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 h.update(chunk)
@@ -77,7 +79,7 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
         _row_write(digest=digest, size=len(data), content_type=content_type, name=location,
                    row_writes=row_writes)
         return digest
-    if _stored_digest(name) != digest:
+    if stored_digest(default_storage, name) != digest:
         if default_storage.exists(name):
             default_storage.delete(name)  # a torn write from a crashed put: replace it
         try:
@@ -89,7 +91,7 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
         if saved != name:
             # A concurrent put of the same content won the name; ours got a suffixed copy.
             default_storage.delete(saved)
-            if _stored_digest(name) != digest:
+            if stored_digest(default_storage, name) != digest:
                 raise AttachmentError("stored attachment does not match its digest", digest=digest)
     _row_write(digest=digest, size=len(data), content_type=content_type, name=name, row_writes=row_writes)
     return digest

@@ -19,7 +19,8 @@ from tests.helpers.procs import MANAGE, ROOT, child_env
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.mark.parametrize("args", [("runs",), ("cases", "list"), ("approvals", "list"), ("help",)])
+# Commands that print something here (a list with no rows writes nothing, so it could not fail).
+@pytest.mark.parametrize("args", [("runs",), ("help",)])
 def test_it_ends_quietly_when_the_reader_closes_the_pipe(tmp_path: Path, args: tuple[str, ...]) -> None:
     run_start(spec_path=write_scripted_task(tmp_path))
     proc = subprocess.Popen([sys.executable, str(MANAGE), *args], env=child_env(), cwd=ROOT,
