@@ -76,10 +76,11 @@ class DashboardScope(models.Model):
 class ThrottleKind(models.TextChoices):
     USER = "user", "username"
     IP = "ip", "client address"
+    DEVICE = "device", "known device"
 
 
 class LoginThrottle(models.Model):
-    """Failed sign-in counter for one username or one client address.
+    """Failed sign-in counter for one username, one client address or one known device.
 
     ``key`` is the SHA-256 hex of ``"<kind>:<value>"`` so the table never holds what people typed
     into the username box (sometimes a password). Windows and lockouts are in seconds, configured

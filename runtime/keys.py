@@ -211,10 +211,16 @@ def signer_for(root: TrustRoot | str, *, create: bool | None = None) -> Keyring:
     role, bundle export). A worker configured with public keys only gets a ``KeyringError``.
 
     Raises:
-        KeyringError: this process holds no private key of ``root``, or the configuration is
-            malformed (DESIGN.md section 4.1).
+        KeyringError: this process holds no private key of ``root`` (a worker, or an agent
+            process: DESIGN.md section 2.4), or the configuration is malformed (DESIGN.md
+            section 4.1).
     """
     root = TrustRoot(root)
+    if root.asymmetric and settings.RATCHET_PROCESS_ROLE == "agent":
+        # Settings already refuse to start an agent process with a private key in its
+        # environment; this keeps it from ever reading one from the key file either.
+        raise KeyringError(f"this process serves agents (RATCHET_PROCESS_ROLE=agent) and signs nothing for "
+                           f"the {root} root: decide on the dashboard's process", root=root.value)
     spec = os.environ.get(_env_name(root))
     if spec:
         return parse_keyring_spec(root, spec)

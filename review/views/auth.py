@@ -17,7 +17,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
-from review.throttle import login_failure_record, login_success_record, login_throttle_check
+from review.throttle import (
+    device_cookie_set,
+    device_id,
+    login_failure_record,
+    login_success_record,
+    login_throttle_check,
+)
 
 
 def _next_url(request: HttpRequest) -> str:
@@ -32,7 +38,8 @@ def _next_url(request: HttpRequest) -> str:
 @sensitive_post_parameters("password")
 @require_http_methods(["GET", "POST"])
 def login_view(request: HttpRequest) -> HttpResponse:
-    """Sign in, throttled per username and per client address (``review.throttle``).
+    """Sign in, throttled per username and per client address for unknown clients and per
+    device for a browser that signed in as that username before (``review.throttle``).
 
     While locked the credentials are not checked at all; the answer is 429 with ``Retry-After``.
     """
@@ -46,7 +53,9 @@ def login_view(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         signed_in, form, lockout = _attempt(request, form)
         if signed_in:
-            return redirect(next_url)
+            response = redirect(next_url)
+            device_cookie_set(response=response, username=request.POST.get("username", "")[:200])
+            return response
     response = render(request, "review/login.html", {
         "form": form, "next": next_url, "lockout": lockout, "switching": request.user.is_authenticated,
     }, status=429 if lockout else 200)
@@ -61,13 +70,14 @@ def _attempt(request: HttpRequest, form: AuthenticationForm) -> tuple[bool, Auth
     wrong password is counted; once locked the form is shown empty."""
     username = request.POST.get("username", "")[:200]
     ip = request.META.get("REMOTE_ADDR", "")
-    lockout = login_throttle_check(username=username, ip=ip)
+    device = device_id(request=request, username=username)
+    lockout = login_throttle_check(username=username, ip=ip, device=device)
     if lockout is None:
         if form.is_valid():
             login(request, form.get_user())
-            login_success_record(username=username)
+            login_success_record(username=username, device=device)
             return True, form, None
-        lockout = login_failure_record(username=username, ip=ip)
+        lockout = login_failure_record(username=username, ip=ip, device=device)
     if lockout is not None:
         return False, AuthenticationForm(request), lockout  # drop the typed values and field errors
     return False, form, None

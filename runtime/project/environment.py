@@ -128,6 +128,9 @@ VARIABLES: tuple[Variable, ...] = (
        "Failed sign-ins per username within the window before it is locked."),
     _V("RATCHET_LOGIN_MAX_FAILURES_PER_IP", "positive_int", 50, WEB,
        "Failed sign-ins per client address within the window before it is locked."),
+    _V("RATCHET_LOGIN_DEVICE_SECONDS", "positive_int", 15552000, WEB,
+       "How long a browser that signed in stays a known device whose own sign-ins a locked username "
+       "does not block (seconds; 180 days; DESIGN.md section 2.5)."),
     _V("RATCHET_LOGIN_WINDOW_SECONDS", "positive_int", 900, WEB, "The sign-in throttle's window, seconds."),
     _V("RATCHET_LOGIN_LOCKOUT_SECONDS", "positive_int", 900, WEB, "How long a lockout lasts, seconds."),
     # --- runtime
@@ -191,6 +194,10 @@ VARIABLES: tuple[Variable, ...] = (
     _V("RATCHET_WORKER_PRESENCE_SECONDS", "seconds", 15.0, CELERY,
        "How often every worker renews its presence row (DESIGN.md section 5.15); the Workers page "
        "counts a row not renewed for three periods as gone."),
+    _V("RATCHET_PROCESS_ROLE", "str", "all", WEB,
+       "`all`: dashboard, admin, `/metrics` and the JSON API. `agent`: only the JSON API and `/metrics`, "
+       "and the process refuses to start with a private approval, reviewer or export key or without "
+       "the checkpoint and public keys in the environment (DESIGN.md section 2.4)."),
     _V("RATCHET_FOLD_INTENTS", "bool", False, RUNTIME,
        "One commit per write (DESIGN.md section 4.13): a planner that proposes at once has the intent "
        "of its next write committed with the receipt of the last one."),

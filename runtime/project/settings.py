@@ -21,6 +21,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from runtime.project.environment import VARIABLES_BY_NAME
+from runtime.project.process_role import AGENT, process_role_refusal
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -291,6 +292,7 @@ RATCHET_LOGIN_MAX_FAILURES = _read("RATCHET_LOGIN_MAX_FAILURES")
 RATCHET_LOGIN_MAX_FAILURES_PER_IP = _read("RATCHET_LOGIN_MAX_FAILURES_PER_IP")
 RATCHET_LOGIN_WINDOW_SECONDS = _read("RATCHET_LOGIN_WINDOW_SECONDS")
 RATCHET_LOGIN_LOCKOUT_SECONDS = _read("RATCHET_LOGIN_LOCKOUT_SECONDS")
+RATCHET_LOGIN_DEVICE_SECONDS = _read("RATCHET_LOGIN_DEVICE_SECONDS")
 
 # --- Ratchet runtime -------------------------------------------------------------------------
 RATCHET_KEY_FILE = Path(_read("RATCHET_KEY_FILE", str(VAR_DIR / "keys.json")))
@@ -566,3 +568,12 @@ if RATCHET_ARCHIVE_AFTER_SECONDS is not None:
 # With this on, a planner that proposes at once (the scripted and git-history planners) has the
 # intent of its next write committed in the same checkpoint as the receipt of the last one.
 RATCHET_FOLD_INTENTS = _read("RATCHET_FOLD_INTENTS")
+# --- Process role (runtime.project.process_role, DESIGN.md section 2.4) -------------------------
+# An agent process serves only the JSON API and holds no private key; checked here, before any
+# request, so a mis-keyed agent process never starts.
+RATCHET_PROCESS_ROLE = _read("RATCHET_PROCESS_ROLE")
+_role_refusal = process_role_refusal(role=RATCHET_PROCESS_ROLE, environ=os.environ)
+if _role_refusal:
+    raise ImproperlyConfigured(_role_refusal)
+if RATCHET_PROCESS_ROLE == AGENT:
+    ROOT_URLCONF = "runtime.project.urls_agent"

@@ -53,20 +53,32 @@ def documented_env(keys: dict[str, TestKey]) -> dict[str, str]:
     return env
 
 
-def documented_commands(*, directory: Path, ports: dict[str, int]) -> dict[str, list[str]]:
-    """The guide's ``Procfile``: ``{name: argv}`` run by this interpreter, with the guide's server
-    directory replaced by ``directory`` and each ``--port`` by ``ports[name]``."""
+def documented_commands(*, directory: Path, ports: dict[str, int]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The guide's ``Procfile``: ``{name: (argv, env)}`` run by this interpreter, with the guide's
+    server directory replaced by ``directory`` and each ``--port`` by ``ports[name]``; ``env`` holds
+    the ``NAME=value`` pairs of a line's leading ``env`` (the agent processes' role)."""
     commands = {}
     for line in documented_block("# Procfile"):
         name, _, command = line.partition(":")
         argv = shlex.split(command.replace(SERVER_DIR, str(directory)))
+        extra: dict[str, str] = {}
+        if argv[0] == "env":
+            argv.pop(0)
+            while "=" in argv[0]:
+                key, _, value = argv.pop(0).partition("=")
+                extra[key] = value
         program = {"python": [sys.executable], "uvicorn": [sys.executable, "-m", "uvicorn"],
                    "celery": [sys.executable, "-m", "celery"]}[argv[0]]
         argv = program + argv[1:]
         if "--port" in argv:
             argv[argv.index("--port") + 1] = str(ports[name.strip()])
-        commands[name.strip()] = argv
+        commands[name.strip()] = (argv, extra)
     return commands
+
+
+def without_private_keys(env: dict[str, str]) -> dict[str, str]:
+    """``env`` as the guide says an agent process gets it: the private-key lines removed."""
+    return {k: v for k, v in env.items() if not re.fullmatch(r"RATCHET_(APPROVAL|REVIEWER|EXPORT)_KEYS", k)}
 
 
 def start(*, name: str, argv: list[str], directory: Path, env: dict[str, str]) -> Worker:

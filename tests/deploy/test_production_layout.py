@@ -2,7 +2,8 @@
 
 Real processes started from the guide's ``Procfile`` with its ``ratchet.env`` (placeholders
 filled; the database, broker and host names pointed at this machine's test PostgreSQL and
-Redis): the web process under uvicorn with WhiteNoise, a Celery worker, Celery beat and the MCP
+Redis): the web process under uvicorn with WhiteNoise, the agent process (the JSON API only, no
+private key), a Celery worker, Celery beat and the MCP
 gateway. An operator signs in to the dashboard over HTTP (behind a pretend TLS proxy: the
 requests carry ``X-Forwarded-Proto: https``) and approves a waiting write, which a worker then
 executes once; an agent calls the JSON API with a chunked body (which the development server
@@ -36,7 +37,14 @@ from runtime.engine import run_start
 from runtime.gateway.tokens import token_issue
 from runtime.models import Run
 from tests.celery.support import Worker, flush_redis, redis_problem, wait_for_phase
-from tests.deploy.layout import LAYOUT_REDIS_URL, documented_commands, documented_env, start, stop
+from tests.deploy.layout import (
+    LAYOUT_REDIS_URL,
+    documented_commands,
+    documented_env,
+    start,
+    stop,
+    without_private_keys,
+)
 from tests.factories import write_scripted_task
 from tests.gateway.support import effects_by_key, free_port, write_external_task
 from tests.helpers.keys import TestKey
@@ -92,7 +100,7 @@ def redis_broker() -> str:
 @pytest.fixture
 def layout(tmp_path: Path, redis_broker: str, ratchet_keys: dict[str, TestKey]) -> Iterator[dict[str, object]]:
     """The guide's processes, started and ready; every one is stopped (by pid) at the end."""
-    ports = {"web": free_port(), "gateway": free_port()}
+    ports = {"web": free_port(), "agent": free_port(), "gateway": free_port()}
     web = f"http://127.0.0.1:{ports['web']}"
     env = {k: v for k, v in documented_env(ratchet_keys).items()
            if k not in ("DATABASE_URL", "RATCHET_HWM_DATABASE_URL")}  # the test databases instead
@@ -104,15 +112,17 @@ def layout(tmp_path: Path, redis_broker: str, ratchet_keys: dict[str, TestKey]) 
     assert collected.returncode == 0, collected.stderr
     processes: dict[str, Worker] = {}
     try:
-        for name, argv in documented_commands(directory=tmp_path, ports=ports).items():
-            processes[name] = start(name=name, argv=argv, directory=tmp_path, env=env)
+        for name, (argv, role_env) in documented_commands(directory=tmp_path, ports=ports).items():
+            # The guide: agent-facing processes get ratchet.env without the private-key lines.
+            own_env = {**without_private_keys(env), **role_env} if role_env else env
+            processes[name] = start(name=name, argv=argv, directory=tmp_path, env=own_env)
         processes["worker"].wait_ready(timeout=120)
-        for name in ("web", "gateway"):
+        for name in ("web", "agent", "gateway"):
             wait_for(lambda n=name: _listening(ports[n]) or processes[n].proc.poll() is not None,
                      timeout=120, what=f"{name} to listen")
             assert processes[name].proc.poll() is None, processes[name].output()[-3000:]
         yield {"processes": processes, "web": web, "gateway": f"http://127.0.0.1:{ports['gateway']}/mcp",
-               "env": env}
+               "agent": f"http://127.0.0.1:{ports['agent']}", "env": env}
     finally:
         for process in processes.values():
             process.stop()
@@ -169,13 +179,19 @@ def test_the_documented_layout_runs_an_approval_and_gateway_calls_and_stops_clea
     effects = effects_by_key(tmp_path / "approval" / "ws")
     assert len(effects) == 2 and set(effects.values()) == {1}, effects
 
-    # An agent calls the JSON API with a chunked body, then the gateway's MCP route.
+    # An agent calls the agent process's JSON API with a chunked body, then the gateway's MCP route;
+    # neither process holds a private key (DESIGN.md section 2.4).
+    for name in ("agent", "gateway"):
+        environ = Path(f"/proc/{processes[name].pid}/environ").read_bytes()
+        names = {entry.split(b"=", 1)[0] for entry in environ.split(b"\0")}
+        assert names.isdisjoint({b"RATCHET_APPROVAL_KEYS", b"RATCHET_REVIEWER_KEYS", b"RATCHET_EXPORT_KEYS"}), name
+    assert httpx.get(f"{layout['agent']}/accounts/login/", headers=PROXY, timeout=60).status_code == 404
     gateway_spec = write_external_task(tmp_path / "agent")
     agent_run = run_start(spec_path=gateway_spec, worker="smoke-starter")
     token = token_issue(run_id=agent_run, agent="smoke-agent").token
     body = json.dumps({"call_id": "c1", "tool": "write_file",
                        "arguments": {"path": "notes/chunked.txt", "content": "sent in chunks\n"}}).encode()
-    sent = httpx.post(f"{layout['web']}/api/v1/runs/{agent_run}/calls", timeout=60,
+    sent = httpx.post(f"{layout['agent']}/api/v1/runs/{agent_run}/calls", timeout=60,
                       content=iter([body[:20], body[20:]]),  # an iterator: httpx sends it chunked
                       headers={**PROXY, "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     assert sent.request.headers.get("transfer-encoding") == "chunked"

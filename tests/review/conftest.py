@@ -88,3 +88,14 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     monkeypatch.setattr(runtime.workers.dispatch, "run_enqueue", lambda *, run_id: calls.append(run_id))
     return calls
+
+
+@pytest.fixture
+def login_limits(settings) -> None:  # type: ignore[no-untyped-def]
+    """Small sign-in throttle limits (review.throttle): 3 per username or device, 10 per address,
+    a 600 s window, 300 s lockouts, 3,600 s known devices."""
+    settings.RATCHET_LOGIN_MAX_FAILURES = 3
+    settings.RATCHET_LOGIN_MAX_FAILURES_PER_IP = 10
+    settings.RATCHET_LOGIN_WINDOW_SECONDS = 600
+    settings.RATCHET_LOGIN_LOCKOUT_SECONDS = 300
+    settings.RATCHET_LOGIN_DEVICE_SECONDS = 3600

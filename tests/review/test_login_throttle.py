@@ -14,13 +14,7 @@ from django.utils import timezone
 from review.models import LoginThrottle
 from tests.review.conftest import PASSWORD
 
-
-@pytest.fixture(autouse=True)
-def _limits(settings) -> None:  # type: ignore[no-untyped-def]
-    settings.RATCHET_LOGIN_MAX_FAILURES = 3
-    settings.RATCHET_LOGIN_MAX_FAILURES_PER_IP = 10
-    settings.RATCHET_LOGIN_WINDOW_SECONDS = 600
-    settings.RATCHET_LOGIN_LOCKOUT_SECONDS = 300
+pytestmark = pytest.mark.usefixtures("login_limits")
 
 
 def _sign_in(client: Client, username: str, password: str, ip: str = "10.0.0.1"):  # type: ignore[no-untyped-def]

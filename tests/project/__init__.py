@@ -1,0 +1,1 @@
+"""Tests of the Django project package (``runtime/project/``): settings, URL configurations, roles."""
