@@ -16,6 +16,7 @@ from pathlib import Path
 
 from runtime.chaos.checks import RunChecks, chaos_checks
 from runtime.chaos.drive import DriveLog, KillSchedule, chaos_run_drive
+from runtime.chaos.faults import FaultInjector
 from runtime.chaos.spec_copy import spec_copy
 from runtime.errors import ChaosSetupError
 from runtime.models import Run, TraceEvent
@@ -70,6 +71,8 @@ class ChaosReport:
     wall_seconds: float = 0.0
     load_average: tuple[float, float, float] | None = None
     workdir: str = ""
+    faults: dict[str, int] = field(default_factory=dict)
+    """Delivered faults per kind in the runs that count (``sigkill`` included; DESIGN.md section 8.8)."""
     violations: list[Violation] = field(default_factory=list)
 
     @property
@@ -104,9 +107,10 @@ class ChaosReport:
             ("runs", f"{self.runs} ({self.completed} completed; {self.attempts} attempts, "
                      f"{self.retried} retried because the run finished before its kills)"),
             ("kills", f"{self.kills_delivered} delivered of {self.kills_requested} requested "
-                      f"({self.kills_per_run} per run); {self.kills_total} SIGKILLs in all "
+                      f"({self.kills_per_run} per run); {self.kills_total} in all "
                       f"({self.kills_in_git} inside git, {self.late_kills} late, not counted), "
                       f"{self.crash_point_kills} at named crash points"),
+            ("faults", ", ".join(f"{kind} {count}" for kind, count in sorted(self.faults.items())) or "-"),
             ("children", str(self.children)),
             ("recoveries", f"{self.recoveries} decided: {self.recoveries_succeeded} succeeded, "
                            f"{self.recoveries_failed} failed ({self.recoveries_open} open)"),
@@ -175,7 +179,8 @@ def _seconds_per_generation(run_id: str) -> float:
 def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: int = 1, lease_seconds: float = 3.0,
                    crash_points: list[str] | None = None, workdir: Path, env: Mapping[str, str] | None = None,
                    child_timeout: float = 600.0, store: str = "",
-                   on_run: Callable[[int, DriveLog, RunChecks], None] | None = None) -> ChaosReport:
+                   on_run: Callable[[int, DriveLog, RunChecks], None] | None = None,
+                   fault_kinds: tuple[str, ...] = ("sigkill",), injector: FaultInjector | None = None) -> ChaosReport:
     """Run ``spec`` once uninterrupted, then ``runs`` times under seeded kills, and check each run.
 
     Args:
@@ -192,12 +197,19 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
         child_timeout: seconds one run may take before the drive gives up on it.
         store: names the database the runs went to, for the table.
         on_run: called after each attempt (progress output).
+        fault_kinds: what each of the ``kills`` is, taken in turn (``runtime.chaos.faults``).
+        injector: injects the kinds other than ``sigkill``; its ``check`` is called first.
 
     Raises:
         ValueError: ``runs`` < 1, ``kills`` < 0, ``recoverers`` < 1 or a non-positive lease.
         TaskSpecError: the spec cannot be read.
-        ChaosSetupError: the uninterrupted run was not created or did not complete.
+        ChaosSetupError: the uninterrupted run was not created or did not complete, or a fault
+            kind cannot be injected here.
     """
+    if set(fault_kinds) - {"sigkill"}:
+        if injector is None:
+            raise ValueError("faults other than sigkill need an injector")
+        injector.check(list(fault_kinds))
     if runs < 1 or kills < 0 or recoverers < 1 or not lease_seconds > 0:
         raise ValueError("runs >= 1, kills >= 0, recoverers >= 1 and lease_seconds > 0 are required")
     env = dict(env if env is not None else os.environ)
@@ -226,7 +238,7 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
             log = chaos_run_drive(task=task, plan=plan, recoverers=recoverers, rng=rng, lease_seconds=lease_seconds,
                                   env=env, logs=workdir / "logs", tag=name.removeprefix("run-"),
                                   crash_at=points[index % len(points)] if points else None,
-                                  child_timeout=child_timeout)
+                                  child_timeout=child_timeout, fault_kinds=fault_kinds, injector=injector)
             report.attempts += 1
             report.kills_total += log.kills
             report.late_kills += log.late_kills
@@ -252,6 +264,8 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
         report.runs += 1
         report.completed += 1 if log.phase == "completed" else 0
         report.kills_delivered += log.kills
+        for kind, count in log.faults.items():
+            report.faults[kind] = report.faults.get(kind, 0) + count
     stats = recovery_stats(run_ids=run_ids) if run_ids else None
     if stats is not None:
         report.recoveries, report.recoveries_succeeded = stats.recoveries, stats.succeeded

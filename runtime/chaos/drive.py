@@ -23,7 +23,9 @@ from pathlib import Path
 from subprocess import Popen
 
 from django.conf import settings
+from django.db import DatabaseError, connections
 
+from runtime.chaos.faults import FaultInjector
 from runtime.models import Run
 from runtime.replay_check.processes import group_kill, group_runs_git, group_start
 
@@ -115,6 +117,8 @@ class DriveLog:
     error: str = ""
     progress_seconds: list[float] = field(default_factory=list)
     wall_seconds: float = 0.0
+    faults: dict[str, int] = field(default_factory=dict)
+    """Delivered faults per kind (``runtime.chaos.faults``); SIGKILLs are ``sigkill``."""
 
 
 def _announced(stderr: Path) -> str | None:
@@ -132,12 +136,19 @@ def _announced(stderr: Path) -> str | None:
 def _row(run_id: str | None) -> dict:
     if run_id is None:
         return {}
-    return Run.objects.filter(run_id=run_id).values("phase", "generation", "owner_worker").first() or {}
+    try:
+        return Run.objects.filter(run_id=run_id).values("phase", "generation", "owner_worker").first() or {}
+    except DatabaseError:
+        # An injected fault (a server restart) broke this process's own connection too: drop it
+        # and read again on the next poll.
+        connections["default"].close()
+        return {}
 
 
 def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: random.Random, lease_seconds: float,
                     env: Mapping[str, str], logs: Path, tag: str, crash_at: str | None = None,
-                    child_timeout: float = 600.0) -> DriveLog:
+                    child_timeout: float = 600.0, fault_kinds: tuple[str, ...] = ("sigkill",),
+                    injector: FaultInjector | None = None) -> DriveLog:
     """Create the run of ``task`` in a child and drive it until it stops, killing per ``plan``.
 
     Args:
@@ -153,6 +164,9 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
         crash_at: a crash point to arm (``RATCHET_CRASH_AT``) in the first recoverer (in the
             first child when ``plan.kills`` is 0), or None.
         child_timeout: seconds after which the drive kills everything and gives up.
+        fault_kinds: what each planned kill is, taken in turn (``runtime.chaos.faults``; default:
+            SIGKILL only); the moments stay seeded and random.
+        injector: injects the kinds other than ``sigkill`` (required when there are any).
 
     Returns:
         A :class:`DriveLog`; a child's failure is its ``error``, never an exception.
@@ -169,6 +183,7 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
         args = ["run", str(task)] if command == "run" else ["resume", str(log.run_id), "--wait",
                                                             f"{lease_seconds * 3 + 30:g}"]
         child_env = dict(base_env)
+        child_env["PGAPPNAME"] = worker  # so pg-terminate finds this child's backends
         if armed:
             child_env["RATCHET_CRASH_AT"] = armed
         out, err = logs / f"{tag}-{index:03d}.out", logs / f"{tag}-{index:03d}.err"
@@ -232,19 +247,31 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
                 if holder.kill_at is None and row.get("generation", 0) >= holder.kill_target:
                     holder.kill_at = now + holder.kill_delay
                 if holder.kill_at is not None and now >= holder.kill_at:
+                    # In turn, so a run with as many kills as kinds meets every kind once.
+                    kind = fault_kinds[log.kills % len(fault_kinds)]
                     in_git = bool(group_runs_git(holder.proc.pid))
-                    if group_kill(holder.proc):
-                        holder.killed = True
-                        holder.proc.wait()
-                        # The run stopped between the row read and the kill: it interrupted nothing
-                        # that was left to do, so it does not count as a delivered kill.
+                    if kind == "sigkill":
+                        landed = group_kill(holder.proc)
+                        if landed:
+                            holder.killed = True
+                            holder.proc.wait()
+                    else:
+                        if injector is None:
+                            raise ValueError(f"fault {kind!r} needs an injector")
+                        landed = injector.inject(kind=kind, proc=holder.proc, worker=holder.worker, rng=rng)
+                        # The holder may live on: its next fault is drawn afresh.
+                        holder.kill_target = holder.kill_at = None
+                    if landed:
+                        # The run stopped between the row read and the fault: it interrupted nothing
+                        # that was left to do, so it does not count as delivered.
                         if _row(log.run_id).get("phase") in _STOPPED:
                             log.late_kills += 1
                             continue
                         plan.kills -= 1
                         log.kills += 1
+                        log.faults[kind] = log.faults.get(kind, 0) + 1
                         rounds = 0
-                        log.kills_in_git += 1 if in_git else 0
+                        log.kills_in_git += 1 if in_git and kind == "sigkill" else 0
                         since_kill = (now, row.get("generation", 0))
                     continue
             time.sleep(_POLL_SECONDS)

@@ -106,6 +106,27 @@ class MarkPendingError(HighWaterMarkMissingError):
     committed: Any = None
 
 
+class MainDatabaseUnavailableError(CheckpointError):
+    """The main database failed under a step: the connection was ended or lost (a backend
+    terminated, the server restarting). Its transaction either committed whole or not at all
+    (DESIGN.md section 4.3), so nothing is half-done; the run stays as last committed."""
+
+    default_message = "the main database connection was lost during a step"
+    hint = ("nothing is half-committed and nothing needs redoing: once the database answers again, "
+            "`manage.py resume RUN` (or any worker) takes the run over where it was")
+
+
+class StorageUnavailableError(CheckpointError):
+    """A local file system refused a step's write (``ENOSPC``, ``EDQUOT``, ``EIO``, ``EROFS``):
+    the var directory (attachments, the embedded database) or the environment's target. Every
+    durable write is atomic or journalled (DESIGN.md sections 4.3 and 5.5), so nothing is
+    half-done; context ``errno_name`` names the error."""
+
+    default_message = "a file system refused a write during a step"
+    hint = ("nothing is half-done: free space (or fix the disk) under the var directory and the run's "
+            "target, then `manage.py resume RUN` takes the run over where it was")
+
+
 class HighWaterMarkBehindError(CheckpointError):
     default_message = ("the main database committed generations the high-water mark never recorded: "
                        "refusing to restore")

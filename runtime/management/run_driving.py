@@ -8,16 +8,18 @@ ended (``runtime.decisions.verdicts``): 0 only when it completed, 1 for a typed 
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from typing import NoReturn
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError
 from tqdm import tqdm
 
 from runtime.decisions.verdicts import RunExit, error_verdict, run_verdict
 from runtime.engine import StepReport, run_advance
-from runtime.errors import RatchetError
+from runtime.errors import MainDatabaseUnavailableError, RatchetError, StorageUnavailableError
 
 
 def announce(cmd: BaseCommand, *, run_id: str, as_json: bool) -> None:
@@ -39,6 +41,10 @@ def fail(cmd: BaseCommand, *, run_id: str | None, error: RatchetError, as_json: 
     raise CommandError(f"{prefix}{error}", returncode=int(RunExit.ERROR)) from None
 
 
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+"""A disk that is full, over quota, failing or read-only: an outage to report, not a bug."""
+
+
 def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int | None, progress: bool,
           wait_seconds: float = 0.0, as_json: bool = False) -> StepReport:
     """Drive ``run_id`` with a progress bar on stderr; a typed runtime error exits 1."""
@@ -53,6 +59,18 @@ def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int |
                            wait_seconds=wait_seconds)
     except RatchetError as exc:
         fail(cmd, run_id=run_id, error=exc, as_json=as_json)
+    except (OperationalError, InterfaceError) as exc:
+        # A lost connection (a terminated backend, a restarting server) is an outage, not a bug:
+        # say so in the project's own terms instead of a driver traceback.
+        fail(cmd, run_id=run_id, as_json=as_json, error=MainDatabaseUnavailableError(
+            f"the main database connection was lost during a step ({type(exc).__name__})", run_id=run_id))
+    except OSError as exc:
+        if exc.errno not in _STORAGE_ERRNOS:
+            raise
+        name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        fail(cmd, run_id=run_id, as_json=as_json, error=StorageUnavailableError(
+            f"a file system refused a write during a step ({name}: {exc.strerror})", run_id=run_id,
+            errno_name=name))
     finally:
         bar.close()
 

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.chaos.campaign import chaos_campaign
+from runtime.chaos.faults import FAULT_KINDS, FaultInjector
 from runtime.chaos.scratch import SCRATCH_ENV, chaos_scratch_create, chaos_scratch_drop
 from runtime.errors import RatchetError
 
@@ -36,6 +37,15 @@ EXIT_VIOLATION, EXIT_SETUP, EXIT_SHORT_OF_KILLS = 1, 2, 3
 
 def _terminated(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
+
+
+def _fault_kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    if not kinds or unknown:
+        raise CommandError(f"set-up error: --faults {text!r}: choose from {', '.join(FAULT_KINDS)}",
+                           returncode=EXIT_SETUP)
+    return kinds
 
 
 def _crash_points() -> list[str]:
@@ -76,6 +86,11 @@ class Command(BaseCommand):
                             help="do not drop the PostgreSQL scratch database afterwards")
         parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run before giving up")
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+        parser.add_argument("--faults", default="sigkill",
+                            help="comma-separated kinds the --kills of a run take in turn: "
+                            f"{', '.join(FAULT_KINDS)} (default sigkill; DESIGN.md section 8.8)")
+        parser.add_argument("--pg-restart-command", default="",
+                            help="shell command that restarts the PostgreSQL server, for the pg-restart fault")
 
     def handle(self, *args: Any, **options: Any) -> None:
         workdir = Path(options["workdir"] or tempfile.mkdtemp(prefix="ratchet-chaos-")).resolve()
@@ -99,7 +114,9 @@ class Command(BaseCommand):
                                     recoverers=options["recoverers"], lease_seconds=options["lease_seconds"],
                                     crash_points=_crash_points() if options["crash_points"] else None,
                                     workdir=workdir, child_timeout=options["timeout"], store=store,
-                                    on_run=progress)
+                                    on_run=progress, fault_kinds=_fault_kinds(options["faults"]),
+                                    injector=FaultInjector(workdir=workdir,
+                                                           restart_command=options["pg_restart_command"]))
         except ValueError as exc:
             raise CommandError(f"set-up error: {exc}", returncode=EXIT_SETUP) from None
         except RatchetError as exc:
@@ -123,7 +140,8 @@ class Command(BaseCommand):
             raise CommandError(f"set-up error ({type(exc).__name__}): {exc}", returncode=EXIT_SETUP) from None
         argv = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "chaos", str(task),
                 "--configured-database", "--workdir", str(workdir)]
-        for name in ("runs", "kills", "seed", "recoverers", "lease_seconds", "timeout"):
+        for name in ("runs", "kills", "seed", "recoverers", "lease_seconds", "timeout", "faults",
+                     "pg_restart_command"):
             argv += [f"--{name.replace('_', '-')}", str(options[name])]
         argv += [flag for flag, on in (("--crash-points", options["crash_points"]), ("--json", options["json"])) if on]
         # SIGTERM (a CI timeout, `kill`) unwinds through the `finally` below, so the PostgreSQL
