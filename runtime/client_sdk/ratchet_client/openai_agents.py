@@ -30,10 +30,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from agents import FunctionTool, RunContextWrapper, RunResult, RunState
+from agents import Agent, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
 from agents.tool_context import ToolContext
 from agents.items import ToolApprovalItem
 
@@ -187,6 +188,47 @@ class RatchetTools:
 
         return FunctionTool(name=name, description=description, params_json_schema=schema, on_invoke_tool=invoke,
                             strict_json_schema=True)
+
+    async def run(self, agent: Agent[Any], input: str | list[Any], *, state_file: str | Path | None = None,
+                  **runner: Any) -> RunResult:
+        """``Runner.run`` until the agent is done, pausing for Ratchet's approvals as the SDK does.
+
+        Each time Ratchet holds a write for a human, the SDK's ``RunState`` is written to
+        ``state_file`` and :meth:`settle` waits (``approval_timeout``) for the decision; then the
+        run resumes. Called again with a ``state_file`` that exists (a restarted process), it
+        resumes from that state instead of asking the model again from ``input``.
+
+        Args:
+            agent: the SDK agent (its tools from :meth:`tools`).
+            input: the task, as for ``Runner.run``.
+            state_file: where the paused ``RunState`` is kept (None: only in memory); removed
+                once the agent is done.
+            runner: further keyword arguments of ``Runner.run`` (``max_turns``, ``context``, ...).
+
+        Returns:
+            The final ``RunResult``; or, when nobody decided within ``approval_timeout``, the
+            interrupted one (``result.interruptions`` not empty, its state in ``state_file``).
+
+        Raises:
+            RatchetError: Ratchet refused the reads; the SDK's own errors as ``Runner.run``.
+        """
+        saved = Path(state_file) if state_file is not None else None
+        start: Any = input
+        if saved is not None and saved.exists():
+            start = await RunState.from_string(agent, saved.read_text(encoding="utf-8"))
+        result = await Runner.run(agent, start, **runner)
+        while result.interruptions:
+            state = result.to_state()
+            if saved is not None:
+                saved.write_text(state.to_string(), encoding="utf-8")
+            try:
+                state = await self.settle(state)
+            except ApprovalWaitTimeout:
+                return result
+            result = await Runner.run(agent, state, **runner)
+        if saved is not None:
+            saved.unlink(missing_ok=True)
+        return result
 
     async def settle(self, source: RunResult | RunState[Any, Any]) -> RunState[Any, Any]:
         """Wait for Ratchet's human decisions on the interrupted Ratchet calls; record them on the state.
