@@ -1,7 +1,7 @@
 """Console scripts of the ``ratchet`` distribution (``[project.scripts]`` in pyproject.toml).
 
 ``ratchet-mcp`` serves the agent gateway's MCP server over stdio, exactly as ``manage.py gateway
---stdio`` (DESIGN.md section 5.12): an MCP host starts it as a child from a working directory of
+--stdio`` (DESIGN.md sections 5.12 and 5.17): an MCP host starts it as a child from a working directory of
 its own choosing, so nothing here depends on the working directory. The settings module is found
 by import (the installed package), and ``runtime.project.settings`` locates its own files from
 its path and from ``RATCHET_VAR_DIR``/``DATABASE_URL`` in the environment the host gives.

@@ -50,8 +50,8 @@ def test_an_mcp_host_starts_the_documented_server_elsewhere_and_writes_once(web,
     elsewhere = tmp_path / "host-home"
     elsewhere.mkdir()
     entry = documented_entry()
-    params = StdioServerParameters(command=entry["command"].replace(DOCUMENTED_PREFIX, f"{Path(sys.executable).parent}/"),
-                                   env=server_environment(run.token), cwd=str(elsewhere))
+    command = entry["command"].replace(DOCUMENTED_PREFIX, f"{Path(sys.executable).parent}/")
+    params = StdioServerParameters(command=command, env=server_environment(run.token), cwd=str(elsewhere))
     note = {"path": "notes/host.txt", "content": "from an MCP host\n"}
 
     async def host() -> list[dict]:

@@ -5,7 +5,7 @@
 Every write goes through Ratchet's gateway with **the SDK's own tool-call id as Ratchet's call
 id** (``ToolContext.tool_call_id``), so the model never invents an id and a resumed
 ``RunState`` repeats the same ids: Ratchet answers a repeated id from its ledger, never with a
-second effect (Ratchet's DESIGN.md section 5.12).
+second effect (Ratchet's DESIGN.md sections 5.12 and 5.17).
 
 **Approvals.** Only Ratchet knows whether a write needs a human (its policy's risks): the
 write tools' ``needs_approval`` submits the call and answers True when Ratchet says
@@ -35,15 +35,15 @@ from typing import Any, TypeVar
 
 import anyio
 from agents import Agent, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
-from agents.tool_context import ToolContext
 from agents.items import ToolApprovalItem
+from agents.tool_context import ToolContext
 
 from ratchet_client.async_client import AsyncCall, AsyncClient
 from ratchet_client.client import Client
 from ratchet_client.errors import (
     ApprovalWaitTimeout,
-    RateLimited,
     RatchetError,
+    RateLimited,
     RunBusy,
     RunStopped,
     TransportError,

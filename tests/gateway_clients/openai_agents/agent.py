@@ -25,7 +25,6 @@ from pathlib import Path
 
 from agents import Agent, OpenAIChatCompletionsModel, Runner, RunState, set_tracing_disabled
 from openai import AsyncOpenAI
-
 from ratchet_client.openai_agents import RatchetTools
 
 INSTRUCTIONS = "You keep the team's notes. Write what you are asked through your tools, then finish."
