@@ -14,6 +14,7 @@ import asyncio
 import json
 
 from agents import Agent, OpenAIChatCompletionsModel, Runner, RunResult
+from django.db import connections
 from openai import AsyncOpenAI
 from ratchet_client import Client
 from ratchet_client.openai_agents import RatchetTools
@@ -38,6 +39,14 @@ from tests.helpers.procs import wait_for
 def _agent(model_url: str, ratchet: RatchetTools) -> Agent:
     model = OpenAIChatCompletionsModel(model="fake", openai_client=AsyncOpenAI(base_url=model_url, api_key="x"))
     return Agent(name="notes", instructions="Keep the notes.", tools=ratchet.tools(), model=model)
+
+
+def _deny(run_id: str, reason: str) -> None:
+    """The human's denial, from the thread the event loop hands it to (its connection closed after)."""
+    try:
+        approval_deny(run_id=run_id, approver="olivia", reason=reason)
+    finally:
+        connections.close_all()
 
 
 def _receipt_call_ids(web, run) -> list[str | None]:
@@ -90,7 +99,7 @@ def test_a_denied_write_gives_the_reason_to_the_model_and_executes_nothing(web, 
     async def story() -> RunResult:
         paused = await Runner.run(agent, "Raise the limit.")
         assert [(i.tool_name, i.call_id) for i in paused.interruptions] == [("write_file", "call_0")]
-        await asyncio.to_thread(approval_deny, run_id=run.run_id, approver="olivia", reason="the limit stays at 5")
+        await asyncio.to_thread(_deny, run.run_id, "the limit stays at 5")
         return await Runner.run(agent, await ratchet.settle(paused))
 
     result = asyncio.run(story())
