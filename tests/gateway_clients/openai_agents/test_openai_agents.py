@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 from agents import Agent, OpenAIChatCompletionsModel, Runner, RunResult
 from django.db import connections
@@ -52,6 +54,14 @@ def _deny(run_id: str, reason: str) -> None:
 def _receipt_call_ids(web, run) -> list[str | None]:
     with Client(web.base_url, token=run.token) as client:
         return [r.call_id for r in client.receipts(run.run_id)]
+
+
+def test_the_client_sdk_core_imports_nothing_of_the_agents_sdk() -> None:
+    probe = ("import sys, ratchet_client; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('agents', 'openai', 'django')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={"PATH": "/usr/bin:/bin"}).stdout.strip()
+    assert out == "[]", "the integration is an extra: only ratchet_client.openai_agents imports the SDK"
 
 
 def test_an_agent_writes_through_ratchet_with_the_sdk_tool_call_ids(web, fake_model) -> None:
