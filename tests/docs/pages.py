@@ -12,8 +12,9 @@ What the test changes, and only this: ``.venv/bin/python`` is the interpreter ru
 tests; ``manage.py`` is this checkout's; ``.venv/bin/pip install -e DIR`` installs DIR into a
 scratch ``site`` directory on ``PYTHONPATH`` (without build isolation or dependencies, so the
 test needs no index) instead of into the project's environment; ``RUN_ID`` is the id the last
-``manage.py run`` printed (``run <id>``); the address ``127.0.0.1:8000`` is a free port, so two
-test passes side by side do not collide.
+``manage.py run`` printed (``run <id>``); the address ``127.0.0.1:8000`` is a free port, and so is
+``8001`` (a page's second server, e.g. the fake model: ``127.0.0.1:8001`` and ``--port 8001``), so
+two test passes side by side do not collide.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class Reader:
     """Each command's standard output, in order."""
     servers: list[subprocess.Popen] = field(default_factory=list)
     port: int = field(default_factory=lambda: _free_port())
+    second_port: int = field(default_factory=lambda: _free_port())
 
     @property
     def site(self) -> Path:
@@ -104,6 +106,8 @@ class Reader:
                          lambda m: f"{sys.executable} -m pip install -q --no-deps --no-build-isolation "
                                    f"--disable-pip-version-check --target {self.site} {m.group(1)}", command)
         command = command.replace("127.0.0.1:8000", f"127.0.0.1:{self.port}")
+        command = command.replace("127.0.0.1:8001", f"127.0.0.1:{self.second_port}")
+        command = command.replace("--port 8001", f"--port {self.second_port}")
         if "RUN_ID" in command:
             assert self.run_id, f"the page uses RUN_ID before any run printed one: {command}"
             command = command.replace("RUN_ID", self.run_id)
@@ -143,14 +147,15 @@ class Reader:
         server = subprocess.Popen(["bash", "-c", "exec " + self._translate(command)], cwd=self.workdir,
                                   env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.servers.append(server)
+        port = self.second_port if "8001" in command else self.port
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert server.poll() is None, (self.workdir / log.name).read_text()
             with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
                     return
             time.sleep(0.2)
-        raise AssertionError(f"the server did not answer on port {self.port} within 120 s: {command}")
+        raise AssertionError(f"the server did not answer on port {port} within 120 s: {command}")
 
     def run(self, command: str, expected: int, prints: str | None) -> None:
         env = self._env()

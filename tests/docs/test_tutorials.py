@@ -74,3 +74,17 @@ def test_the_reader_sees_what_the_pages_promise() -> None:
     assert {"my-agent/pyproject.toml", "my-agent/guests.toml", "my-agent/guestbook_agent/adapter.py"} <= titles
     commands = "\n".join(b.body for b in own if b.lang == "sh" and not b.skipped)
     assert "RATCHET_CRASH_AT=" in commands and "resume RUN_ID" in commands
+
+
+def test_the_openai_agents_tutorial_pauses_for_the_approval_and_resumes_without_a_duplicate(tmp_path: Path) -> None:
+    page = reader(tmp_path)
+    page.run_page("tutorials/openai-agents.md")
+
+    run = Run.objects.get(run_id=page.run_id)
+    assert run.phase == "completed"
+    assert (tmp_path / "agent" / "workspace" / "config" / "limits.toml").read_text() == "max = 3\n"
+    assert not (tmp_path / "agent" / "state.json").exists(), "the resumed agent cleared its saved state"
+    receipts = json.loads(page.outputs[-1])
+    assert [r["call_id"] for r in receipts] == ["call_0", "call_1"]  # the SDK's tool-call ids, once each
+    integration = [line for line in (tmp_path / "agent" / "notes_agent.py").read_text().splitlines() if line.strip()]
+    assert len(integration) <= 15

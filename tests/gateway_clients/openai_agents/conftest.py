@@ -1,0 +1,16 @@
+"""The fake model for the OpenAI Agents SDK stories, and the SDK's tracing kept on loopback."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.planners.chat_tools.conftest import fake_model, shared_fake_model  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def no_tracing_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK would export traces to its vendor: nothing leaves loopback here."""
+    from agents import set_tracing_disabled
+
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    set_tracing_disabled(True)
