@@ -32,6 +32,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
@@ -161,24 +162,25 @@ def _run_tool(client: Client, run_id: str, tool: Tool) -> BaseTool:
                                         args_schema=_args_model(tool))
 
 
+def _refusal_text(read: Callable[[], str]) -> str:
+    """``read()``, or a refusal as the text the model reads; a transport or server failure raises."""
+    try:
+        return read()
+    except (TransportError, RuntimeFailure):
+        raise
+    except RatchetError as exc:
+        return json.dumps({"error": exc.code, "message": exc.message})
+
+
 def _read_tools(client: Client, run_id: str) -> list[BaseTool]:
     def read_file(path: str) -> str:
-        try:
+        def read() -> str:
             found = client.read_file(run_id, path)
-        except (TransportError, RuntimeFailure):
-            raise
-        except RatchetError as exc:
-            return json.dumps({"error": exc.code, "message": exc.message})
-        return found.content if found.exists else json.dumps({"error": "not_found", "path": path})
+            return found.content if found.exists else json.dumps({"error": "not_found", "path": path})
+        return _refusal_text(read)
 
     def list_directory(path: str = "") -> str:
-        try:
-            listing = client.list_directory(run_id, path)
-        except (TransportError, RuntimeFailure):
-            raise
-        except RatchetError as exc:
-            return json.dumps({"error": exc.code, "message": exc.message})
-        return json.dumps([entry.path for entry in listing.entries])
+        return _refusal_text(lambda: json.dumps([e.path for e in client.list_directory(run_id, path).entries]))
 
     return [
         StructuredTool.from_function(read_file, name="read_file", description=(

@@ -27,6 +27,8 @@ RISKY = {"path": "config/limits.toml", "content": "max = 3\n"}
 NOTE = {"path": "notes/why.txt", "content": "limits for the nightly job\n"}
 SCRIPT = [
     {"tool": "write_file", "arguments": NOTE},
+    {"tool": "read_file", "arguments": {"path": NOTE["path"]}},
+    {"tool": "list_directory", "arguments": {"path": "notes"}},
     {"tool": "write_file", "arguments": RISKY},
     {"finish": "note and limits written"},
     {"content": "done"},
@@ -43,8 +45,9 @@ def _agent(web, fake_model, tmp_path: Path) -> tuple[Any, Client, str, dict[str,
     return agent, ratchet, run_id, {"configurable": {"thread_id": run_id}}
 
 
-def _tool_answers(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [json.loads(m.content) for m in result["messages"] if isinstance(m, ToolMessage)]
+def _tool_answers(result: dict[str, Any]) -> list[Any]:
+    return [m.content if m.name == "read_file" else json.loads(m.content)
+            for m in result["messages"] if isinstance(m, ToolMessage)]
 
 
 def test_an_approval_pauses_the_graph_and_the_resumed_graph_writes_once(web, fake_model, tmp_path) -> None:
@@ -54,23 +57,25 @@ def test_an_approval_pauses_the_graph_and_the_resumed_graph_writes_once(web, fak
     [pause] = paused["__interrupt__"]
     assert pause.value["approval_url"] == f"{PUBLIC}/runs/{run_id}/"
     assert pause.value["tool"] == "write_file" and pause.value["arguments"] == RISKY
-    assert pause.value["pending"]["target"] == "config/limits.toml" and pause.value["call_id"] == "call_1"
+    assert pause.value["pending"]["target"] == "config/limits.toml" and pause.value["call_id"] == "call_3"
     assert not (web.workspace / "config/limits.toml").exists()
 
     again = agent.invoke(Command(resume="approved?"), config)  # resumed before anyone approved
-    assert again["__interrupt__"][0].value["call_id"] == "call_1"
+    assert again["__interrupt__"][0].value["call_id"] == "call_3"
 
     [item] = approvals_waiting(run_ids=[run_id])
     approval_grant(run_id=run_id, approver="olivia", environment_fingerprint=item.environment_fingerprint)
     done = agent.invoke(Command(resume="approved"), config)
 
     assert "__interrupt__" not in done and done["messages"][-1].content == "done"
-    answers = _tool_answers(done)
-    assert [a["status"] for a in answers] == ["executed", "executed", "finished"]
+    note, read, listing, risky, finish = _tool_answers(done)
+    assert read == NOTE["content"] and listing == [NOTE["path"]], "the reads see the run's directory"
+    assert [a["status"] for a in (note, risky, finish)] == ["executed", "executed", "finished"]
     calls = [c["id"] for m in done["messages"] if isinstance(m, AIMessage) for c in m.tool_calls]
-    assert [a["call_id"] for a in answers] == calls == ["call_0", "call_1", "call_2"]
+    assert calls == ["call_0", "call_1", "call_2", "call_3", "call_4"]
+    assert [a["call_id"] for a in (note, risky, finish)] == ["call_0", "call_3", "call_4"]
     assert (web.workspace / "config/limits.toml").read_text() == RISKY["content"]
-    assert [r.call_id for r in ratchet.receipts(run_id)] == ["call_0", "call_1"]
+    assert [r.call_id for r in ratchet.receipts(run_id)] == ["call_0", "call_3"]
     assert sorted(effects_by_key(web.workspace).values()) == [1, 1]
     assert ratchet.run(run_id).phase == "completed"
 
@@ -83,7 +88,7 @@ def test_a_denial_comes_back_to_the_model_as_the_tool_result(web, fake_model, tm
     approval_deny(run_id=run_id, approver="olivia", reason="limits are frozen this week")
     done = agent.invoke(Command(resume="denied"), config)
 
-    denied = _tool_answers(done)[1]
+    denied = _tool_answers(done)[3]
     assert denied["error"] == "approval_denied" and "limits are frozen this week" in denied["message"]
     assert not (web.workspace / "config/limits.toml").exists()
     assert sorted(effects_by_key(web.workspace).values()) == [1]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from langchain_core.tools import StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from ratchet_client.langgraph import CALL_ID, _args_model, ratchet_call_id
 from ratchet_client.models import Tool
 
@@ -38,9 +40,6 @@ def test_the_model_sees_the_arguments_and_not_the_call_id() -> None:
         "type": "object", "required": ["path", "content"],
         "properties": {"path": {"type": "string"}, "content": {"type": "string"},
                        "executable": {"type": "boolean", "default": False}, "call_id": {"type": "string"}}})
-    from langchain_core.tools import StructuredTool
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
     model = _args_model(tool)
     shown = convert_to_openai_tool(StructuredTool.from_function(lambda **kw: "", name="write_file",
                                                                 description="Write a file.", args_schema=model))
