@@ -24,6 +24,9 @@ What they guarantee (Ratchet's DESIGN.md section 5.12, "Call ids"):
 * **A refusal is the tool's result**, not an exception: a denied approval (its reason), a
   policy refusal, a conflict, a stopped run come back to the model as text. A transport error
   or a server failure raises, so the graph stops at its last checkpoint and resumes from there.
+
+The tools are synchronous (the :class:`~ratchet_client.Client`); an async graph (``ainvoke``)
+runs them in LangChain's executor, ``interrupt()`` included.
 """
 
 from __future__ import annotations

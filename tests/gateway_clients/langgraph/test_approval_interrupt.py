@@ -5,13 +5,14 @@ reason is the tool's result (DESIGN.md section 5.12)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.prebuilt import create_react_agent
 from langgraph.types import Command
@@ -35,12 +36,11 @@ SCRIPT = [
 ]
 
 
-def _agent(web, fake_model, tmp_path: Path) -> tuple[Any, Client, str, dict[str, Any]]:
+def _agent(web, fake_model, saver: Any) -> tuple[Any, Client, str, dict[str, Any]]:
     operator = Client(web.base_url, operator_credential=credential_issue(tenant_id="default").credential)
     run_id = operator.start_run("task").run_id
     ratchet = Client(web.base_url, token=operator.issue_token(run_id=run_id, agent="langgraph").token)
     model = ChatOpenAI(model="fake-model", base_url=fake_model(SCRIPT).base_url, api_key="not-a-key", max_retries=0)
-    saver = SqliteSaver(sqlite3.connect(tmp_path / "graph.sqlite", check_same_thread=False))
     agent = create_react_agent(model, ratchet_tools(ratchet, run_id), prompt="Keep notes.", checkpointer=saver)
     return agent, ratchet, run_id, {"configurable": {"thread_id": run_id}}
 
@@ -51,7 +51,8 @@ def _tool_answers(result: dict[str, Any]) -> list[Any]:
 
 
 def test_an_approval_pauses_the_graph_and_the_resumed_graph_writes_once(web, fake_model, tmp_path) -> None:
-    agent, ratchet, run_id, config = _agent(web, fake_model, tmp_path)
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "graph.sqlite", check_same_thread=False))
+    agent, ratchet, run_id, config = _agent(web, fake_model, saver)
 
     paused = agent.invoke({"messages": [("user", "Write the note and the limits.")]}, config)
     [pause] = paused["__interrupt__"]
@@ -80,13 +81,18 @@ def test_an_approval_pauses_the_graph_and_the_resumed_graph_writes_once(web, fak
     assert ratchet.run(run_id).phase == "completed"
 
 
-def test_a_denial_comes_back_to_the_model_as_the_tool_result(web, fake_model, tmp_path) -> None:
-    agent, ratchet, run_id, config = _agent(web, fake_model, tmp_path)
-    paused = agent.invoke({"messages": [("user", "Write the note and the limits.")]}, config)
-    assert paused["__interrupt__"]
+def test_a_denial_comes_back_to_the_model_as_the_tool_result_in_an_async_graph(web, fake_model) -> None:
+    agent, ratchet, run_id, config = _agent(web, fake_model, InMemorySaver())
+    loop = asyncio.new_event_loop()  # one loop: the model's async HTTP client outlives a call
+    try:
+        paused = loop.run_until_complete(agent.ainvoke({"messages": [("user", "Write the note and the limits.")]},
+                                                       config))
+        assert paused["__interrupt__"][0].value["arguments"] == RISKY
 
-    approval_deny(run_id=run_id, approver="olivia", reason="limits are frozen this week")
-    done = agent.invoke(Command(resume="denied"), config)
+        approval_deny(run_id=run_id, approver="olivia", reason="limits are frozen this week")
+        done = loop.run_until_complete(agent.ainvoke(Command(resume="denied"), config))
+    finally:
+        loop.close()
 
     denied = _tool_answers(done)[3]
     assert denied["error"] == "approval_denied" and "limits are frozen this week" in denied["message"]
