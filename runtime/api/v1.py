@@ -126,7 +126,7 @@ class CallIn(Schema):
     run offers, or ``finish``) and its arguments."""
 
     call_id: str | None = Field(default=None, min_length=1, max_length=64,
-                                pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+                                pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
     tool: str = Field(min_length=1, max_length=200)
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
 

@@ -84,7 +84,7 @@ from runtime.gateway.reads import run_status
 from runtime.gateway.tokens import token_admit, token_request_admit
 from runtime.gateway.tools import run_spec, run_tools
 
-CALL_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
+CALL_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$",
                   "description": ("optional: your own id for this call; repeating it never repeats the effect. "
                                   "Left out, the gateway derives one from the call, so an identical repeated call "
                                   "returns the first result")}

@@ -46,8 +46,9 @@ from runtime.planners.chat_tools.tools import (
 )
 from runtime.taskspec import TaskSpec, policy_check
 
-CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
-"""A caller's call id: 1-64 characters, letters, digits and ``._:-``."""
+CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+"""A caller's call id: 1-64 characters, letters, digits and ``_.:-`` (so a framework's own
+tool-call ids, e.g. ``call_...``, are call ids as they are)."""
 
 MAX_CALL_BYTES = 1_048_576
 """Largest canonical call the gateway accepts, in bytes (``RATCHET_GATEWAY_MAX_BYTES`` overrides)."""
@@ -202,10 +203,10 @@ def call_id_check(call_id: Any) -> str:
     """``call_id`` if it is a valid call id.
 
     Raises:
-        GatewayInputError: not 1-64 characters of letters, digits and ``._:-``.
+        GatewayInputError: not 1-64 characters of letters, digits and ``_.:-``.
     """
     if not isinstance(call_id, str) or not CALL_ID.match(call_id):
-        raise GatewayInputError("call_id must be 1-64 characters: letters, digits and ._:-")
+        raise GatewayInputError("call_id must be 1-64 characters: letters, digits and _.:-")
     return call_id
 
 

@@ -30,10 +30,11 @@ class Web:
         return self.specs / "ws"
 
 
-def web_start(port: int, specs: Path) -> subprocess.Popen[bytes]:
-    """``manage.py runserver`` on ``port`` once it accepts connections (our own child)."""
+def web_start(port: int, specs: Path, **extra: str) -> subprocess.Popen[bytes]:
+    """``manage.py runserver`` on ``port`` once it accepts connections (our own child); ``extra``
+    adds to its environment (e.g. ``RATCHET_CRASH_AT``)."""
     env = child_env(RATCHET_API_TASK_SPECS_DIR=str(specs), RATCHET_PUBLIC_BASE_URL=PUBLIC,
-                    RATCHET_LEASE_SECONDS="2")
+                    RATCHET_LEASE_SECONDS="2", **extra)
     proc = subprocess.Popen([sys.executable, str(MANAGE), "runserver", f"127.0.0.1:{port}", "--noreload"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wait_listening(proc, port, what="the web process")

@@ -11,6 +11,9 @@ or Celery. Owns the requests and answers of ``/api/v1/`` (Ratchet's DESIGN.md se
         if call.waiting_for_approval:
             call = call.wait_for_approval(timeout=600)
         print(call.receipt)
+
+LangGraph tools (call ids from LangGraph's checkpoint, approvals as ``interrupt()``) are in
+:mod:`ratchet_client.langgraph`, with the ``langgraph`` extra (``ratchet-client[langgraph]``).
 """
 
 from ratchet_client.async_client import AsyncCall, AsyncClient

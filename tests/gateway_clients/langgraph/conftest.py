@@ -1,0 +1,31 @@
+"""The LangGraph stories: the fake OpenAI-compatible model server on loopback (its own process),
+and the MCP host's own packages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.planners.chat_tools.conftest import fake_model, shared_fake_model  # noqa: F401
+
+MCP_HOST_PACKAGES = ("langchain-mcp-adapters>=0.3,<0.4", "mcp>=1.24,<2")
+"""The MCP host's own packages: langchain-mcp-adapters pins ``mcp<2``, Ratchet's server needs 2."""
+
+
+@pytest.fixture(scope="session")
+def mcp_host_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the host's packages, put first on the host process's ``PYTHONPATH``
+    only (its other packages come from this environment; the server never sees it). Installed
+    with pip from the configured index; without one the stories skip, except under CI."""
+    site = tmp_path_factory.mktemp("mcp-host-site")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                           "--target", str(site), *MCP_HOST_PACKAGES], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"could not install the MCP host's packages: {done.stderr[-2000:]}")
+        pytest.skip("the MCP host's packages could not be installed (no package index)")
+    return site
