@@ -102,9 +102,12 @@ class _Level:
 def _level_prepare(*, writes: int, samples: int) -> _Level:
     state, lease, generation = _run_with_ledger(writes)
     last = realistic_write(run_id=state.identity.run_id, cursor=max(writes - 1, 0))
-    # One event per commit, as the engine's write.executed carries: the receipt and its digests.
+    # One event per commit, as the engine's write.executed carries: the key, and the receipt
+    # named by its id, adapter and fingerprint (the ledger holds it: DESIGN.md section 4.14).
     event = ("write.executed", {"idempotency_key": last.idempotency_key,
-                                "receipt": last.receipt.model_dump(mode="json"),
+                                "intent_digest": last.intent_digest,
+                                "receipt_id": last.receipt.receipt_id,
+                                "adapter_version": last.receipt.adapter_version,
                                 "receipt_fingerprint": last.receipt_fingerprint})
     return _Level(writes=writes, samples=samples, state=state, lease=lease,
                   generation=generation, event=event)

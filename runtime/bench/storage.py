@@ -61,18 +61,24 @@ def _tables() -> list[str]:
 def database_bytes() -> int:
     """Bytes of the runtime app's tables and their indexes, compacted first (PostgreSQL: ``VACUUM
     FULL`` of those tables; SQLite: ``VACUUM`` of the file), so rows deleted are bytes given back."""
+    return sum(table_bytes().values())
+
+
+def table_bytes() -> dict[str, int]:
+    """Bytes of each of the runtime app's tables with its indexes (``{table name: bytes}``),
+    compacted first as :func:`database_bytes` says."""
     tables = _tables()
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("VACUUM FULL " + ", ".join(connection.ops.quote_name(t) for t in tables))
-            cursor.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            cursor.execute("SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
                            "WHERE c.relname = ANY(%s) AND c.relkind = 'r'", [tables])
-            return int(cursor.fetchone()[0])
+            return {name: int(size) for name, size in cursor.fetchall()}
         cursor.execute("VACUUM")
         marks = ",".join("%s" for _ in tables)
-        cursor.execute("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN "
-                       f"(SELECT name FROM sqlite_schema WHERE tbl_name IN ({marks}))", tables)
-        return int(cursor.fetchone()[0])
+        cursor.execute("SELECT s.tbl_name, coalesce(sum(d.pgsize), 0) FROM sqlite_schema s JOIN dbstat d "
+                       f"ON d.name = s.name WHERE s.tbl_name IN ({marks}) GROUP BY s.tbl_name", tables)
+        return {name: int(size) for name, size in cursor.fetchall()}
 
 
 def _rows() -> dict[str, int]:
@@ -87,13 +93,14 @@ def storage_measure(*, report: BenchReport, sizes: BenchSizes, task: Path, work:
         BenchmarkError: the replay did not complete every commit.
     """
     var = Path(settings.VAR_DIR)
-    db_before, var_before, rows_before = database_bytes(), tree_bytes(var, skip_databases=True, skip=work), _rows()
+    tables_before, var_before, rows_before = table_bytes(), tree_bytes(var, skip_databases=True, skip=work), _rows()
     run_id = run_start(spec_path=task, worker="bench-storage")
     outcome = run_advance(run_id=run_id, worker="bench-storage")
     n = sizes.commits
     if outcome.phase != Phase.COMPLETED or outcome.cursor != n:
         raise BenchmarkError(f"the replay ended in {outcome.phase} after {outcome.cursor} writes", run_id=run_id)
-    db_after, var_after, rows_after = database_bytes(), tree_bytes(var, skip_databases=True, skip=work), _rows()
+    tables_after, var_after, rows_after = table_bytes(), tree_bytes(var, skip_databases=True, skip=work), _rows()
+    db_before, db_after = sum(tables_before.values()), sum(tables_after.values())
     target = Path(str((Run.objects.get(run_id=run_id).spec or {}).get("target") or ""))
     clone = tree_bytes(target) if target.is_dir() else 0
     var_added = var_after - var_before
@@ -102,6 +109,9 @@ def storage_measure(*, report: BenchReport, sizes: BenchSizes, task: Path, work:
     report.facts["storage_var_bytes_per_commit"] = round(var_added / n)
     report.facts["storage_clone_bytes"] = clone
     report.facts["storage_var_to_clone"] = round(var_added / clone, 4) if clone else None
+    report.facts["storage_db_bytes_per_commit_by_table"] = {
+        name: round((tables_after[name] - tables_before.get(name, 0)) / n)
+        for name in sorted(tables_after) if tables_after[name] != tables_before.get(name, 0)}
     report.facts["storage_rows_per_commit"] = {
         name: round((rows_after[name] - rows_before.get(name, 0)) / n, 2)
         for name in sorted(rows_after) if rows_after[name] != rows_before.get(name, 0)}

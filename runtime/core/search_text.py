@@ -110,12 +110,34 @@ def intent_terms(payload: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def events_terms(events: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, str]]:
-    """The terms of every ``intent.proposed`` among ``events`` (``(event_type, payload)`` pairs)."""
+    """The terms of every ``intent.proposed`` among ``events`` (``(event_type, payload)`` pairs)
+    worth storing: without the ones another of them covers (:func:`terms_covered`)."""
     terms: list[tuple[str, str]] = []
     for event_type, payload in events:
         if event_type == INTENT_EVENT:
             terms.extend(intent_terms(payload))
-    return _distinct(terms)
+    terms = _distinct(terms)
+    covered = terms_covered([term for _, term in terms])
+    kept: set[str] = set()
+    out = []
+    for kind, term in terms:
+        if term not in covered and term not in kept:
+            kept.add(term)
+            out.append((kind, term))
+    return out
+
+
+def terms_covered(terms: Iterable[str]) -> set[str]:
+    """The terms of one run that another of its terms starts with (``"fix"`` beside ``"fix the
+    lease renewal"``, ``"src"`` beside ``"src/app.py"``).
+
+    A search matches a run when one of its terms starts with what was typed (DESIGN.md section
+    6.8), and whatever a covered term starts with, the longer term starts with too, so the run is
+    found without it: storing it costs a row and finds nothing more. Two terms with the same text
+    (of different kinds) are one: the search does not read the kind.
+    """
+    ordered = sorted(set(terms))  # code-point order: a term sits right before the ones it starts
+    return {a for a, b in zip(ordered, ordered[1:], strict=False) if b.startswith(a)}
 
 
 def _distinct(terms: list[tuple[str, str]]) -> list[tuple[str, str]]:

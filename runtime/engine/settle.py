@@ -94,10 +94,12 @@ def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool) -
     # The next write's intent rides in the same checkpoint when the planner can say it at once
     # (DESIGN.md section 4.13): one commit per write in steady state.
     following = intent_fold(session, obs)
+    # The receipt itself is in the ledger entry written by this same commit (and in the cache
+    # row); the event names it by fingerprint instead of a third copy (DESIGN.md section 4.14).
     session_commit(session, ("write.reconciled" if reconciled else "write.executed", {
         "idempotency_key": pending.idempotency_key, "intent_digest": pending.intent_digest,
-        "receipt": receipt.model_dump(mode="json"), "receipt_fingerprint": fingerprint,
-        "environment_version": obs.version,
+        "receipt_id": receipt.receipt_id, "adapter_version": receipt.adapter_version,
+        "receipt_fingerprint": fingerprint, "environment_version": obs.version,
     }), *following)
     crash_point(CP_AFTER_STEP)
     if following:

@@ -57,10 +57,14 @@ def trace_entry(event_type: str, payload: dict[str, Any], name: Callable[[Any], 
         entry["missing"] = [name(k) for k in payload["missing"]]
     if isinstance(payload.get("action"), dict):
         entry["action"] = {k: payload["action"].get(k) for k in ("kind", "target", "risk")}
-    if isinstance(payload.get("receipt"), dict):
+    if isinstance(payload.get("receipt"), dict):  # an event written before receipts were named by fingerprint
         receipt = payload["receipt"]
         entry["receipt"] = {"idempotency_key": name(receipt["idempotency_key"]),
                             "intent_digest": receipt["intent_digest"], "adapter_version": receipt["adapter_version"]}
+    elif "receipt_fingerprint" in payload and "adapter_version" in payload:
+        # The event names the receipt (key, intent, adapter) the ledger entry holds in full.
+        entry["receipt"] = {"idempotency_key": name(payload["idempotency_key"]),
+                            "intent_digest": payload["intent_digest"], "adapter_version": payload["adapter_version"]}
     if isinstance(payload.get("dropped_pending"), dict):
         dropped = payload["dropped_pending"]
         entry["dropped_pending"] = {"idempotency_key": name(dropped["idempotency_key"]),

@@ -63,7 +63,8 @@ def test_it_reconciles_a_duplicate_delivery_without_a_second_effect(replay_task:
     assert len(effects) == SOURCE_COMMITS and set(effects.values()) == {1}
     reconciled = trace_events(run_id, "write.reconciled")
     assert [e["idempotency_key"] for e in reconciled] == [pending.idempotency_key]
-    assert reconciled[0]["receipt"]["receipt_id"] == first.receipt_id
+    assert reconciled[0]["receipt_id"] == first.receipt_id
+    assert reconciled[0]["receipt_fingerprint"] == first.fingerprint()
     executed = [e["idempotency_key"] for e in trace_events(run_id, "write.executed")]
     assert pending.idempotency_key not in executed and len(executed) == SOURCE_COMMITS - 1
     state = restore(run_id).state

@@ -6,8 +6,11 @@ bad filter value is a form error, not a silently ignored field."""
 from __future__ import annotations
 
 import re
+from importlib import import_module
+from types import SimpleNamespace
 
 import pytest
+from django.apps import apps
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.test import Client
@@ -15,9 +18,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from review.scope import scope_set
+from runtime.core.search_text import INTENT_EVENT, intent_terms, terms_covered
 from runtime.evidence.search_terms import search_terms_record
 from runtime.evidence.trace import trace_append
-from runtime.models import RunSearchTerm
+from runtime.models import RunSearchTerm, TraceEvent
 from tests.review.rows import build_run
 from tests.review.stories import completed_run
 
@@ -30,16 +34,25 @@ def _found(response) -> set[str]:  # type: ignore[no-untyped-def]
     return set(RUN_LINK.findall(response.content.decode()))
 
 
-def _commit(run_id: str, *, key: str, message: str, paths: list[str]) -> None:
-    """Record a git commit's intent in the run's trace, as ``runtime.engine.propose`` does."""
-    trace_append(run_id=run_id, event_type="intent.proposed", payload={
+def _intent(*, key: str, message: str, paths: list[str]) -> dict:
+    """A git commit's ``intent.proposed`` payload, as ``runtime.engine.propose`` writes it."""
+    return {
         "idempotency_key": key, "intent_digest": "sha256:" + "0" * 64, "cursor": 0,
         "action": {"kind": "commit", "target": "", "risk": "low", "params": {
             "message": message, "author_name": "A", "author_email": "a@example.org",
             "author_date": "2026-03-01T00:00:00+00:00",
             "changes": [{"op": "write", "path": p, "content": "sha256:" + "1" * 64} for p in paths]}},
         "requires_approval": False, "expected_post_fingerprint": None,
-    })
+    }
+
+
+LEASE_COMMIT = {"key": "ratchet:git:def456:0001", "message": "Renew leases before they expire",
+                "paths": ["runtime/ownership/leases.py", "docs/leases.md"]}
+
+
+def _commit(run_id: str, *, key: str, message: str, paths: list[str]) -> None:
+    """Record a git commit's intent in the run's trace, as ``runtime.engine.propose`` does."""
+    trace_append(run_id=run_id, event_type="intent.proposed", payload=_intent(key=key, message=message, paths=paths))
 
 
 @pytest.fixture
@@ -52,8 +65,7 @@ def commits(checkpoint_keyring, roles) -> dict[str, str]:  # type: ignore[no-unt
     }
     _commit(runs["budget"].run_id, key="ratchet:git:abc123:0001",
             message="Fix the retry budget in the worker\n\nLonger body.", paths=["runtime/engine/budget.py"])
-    _commit(runs["lease"].run_id, key="ratchet:git:def456:0001",
-            message="Renew leases before they expire", paths=["runtime/ownership/leases.py", "docs/leases.md"])
+    _commit(runs["lease"].run_id, **LEASE_COMMIT)
     _commit(runs["other"].run_id, key="ratchet:git:abc999:0001",
             message="Fix the retry budget for globex", paths=["globex/engine/budget.py"])
     return {name: run.run_id for name, run in runs.items()}
@@ -148,8 +160,7 @@ def test_it_keeps_a_search_to_the_same_queries_with_ten_times_the_matching_runs(
 def test_it_records_the_terms_of_a_replayed_intent_once(commits) -> None:
     run_id = commits["lease"]
     before = RunSearchTerm.objects.filter(run_id=run_id).count()
-    payload = {"idempotency_key": "ratchet:git:def456:0001",
-               "action": {"kind": "commit", "params": {"message": "Renew leases before they expire"}}}
+    payload = _intent(**LEASE_COMMIT)
     assert search_terms_record(run_id=run_id, events=[("intent.proposed", payload)]) > 0
     assert RunSearchTerm.objects.filter(run_id=run_id).count() == before
     assert search_terms_record(run_id=run_id, events=[("lease.acquired", payload)]) == 0
@@ -197,3 +208,27 @@ def test_it_answers_a_bad_trace_filter_with_a_form_error(client_for, commits) ->
         page = client.get(reverse("review:trace"), query)
         assert page.status_code == 400
         assert message in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_migration_removes_covered_terms_stored_before_and_every_search_still_finds_the_same_runs(
+        client_for, commits) -> None:
+    # Stored as before covered terms were left out: every term of every intent, of each kind.
+    for run_id, payload in TraceEvent.objects.filter(event_type=INTENT_EVENT).values_list("run_id", "payload"):
+        RunSearchTerm.objects.bulk_create([RunSearchTerm(run_id=run_id, kind=kind, term=term)
+                                           for kind, term in intent_terms(payload)], ignore_conflicts=True)
+    client = client_for("admin")
+    queries = ["retry budget", "Budget WORKER", "renew", "renew leases before", "ratchet:git:abc1", "engine/budget",
+               "leases", "leases.md", "fix", "fix the", "commit", "runtime/ownership/leases.py", "globex", "expire"]
+    found_before = {q: _runs(client, q=q) for q in queries}
+    rows_before = RunSearchTerm.objects.count()
+
+    import_module("runtime.migrations.0016_search_terms_covered").compact(apps, SimpleNamespace(connection=connection))
+
+    assert RunSearchTerm.objects.count() < rows_before
+    for run_id in commits.values():
+        texts = list(RunSearchTerm.objects.filter(run_id=run_id).values_list("term", flat=True))
+        assert len(texts) == len(set(texts)) and not terms_covered(texts)
+    assert {q: _runs(client, q=q) for q in queries} == found_before
+    assert found_before["renew"] == {commits["lease"]}
+    assert found_before["fix the"] == {commits["budget"], commits["other"]}

@@ -4,13 +4,22 @@ section 6.2: expiry is not corruption)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
 from runtime.engine import run_advance
+from runtime.models import LedgerEntry
 from tests.review.stories import events, expired_approval_run, hidden, messages, phase
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def ledger_writes(run_id: str) -> list[dict]:
+    """The bodies of the run's executed-write ledger entries, oldest first."""
+    return [json.loads(body) for body in LedgerEntry.objects.filter(run_id=run_id, kind="executed_write")
+            .order_by("seq").values_list("body", flat=True)]
 
 
 @pytest.fixture
@@ -36,12 +45,14 @@ def test_it_issues_fresh_evidence_and_seals_the_expired_one(client_for, expired,
     assert refreshed["approval"]["approval_id"] != refreshed["sealed"]["approval_id"]
     assert enqueued == [expired, expired], "once by the earlier grant, once by the refresh"
     assert run_advance(run_id=expired).phase == "completed"
+    # The receipt is in the run's ledger; the trace event names it by fingerprint.
     [write] = [
         e
-        for e in events(expired, "write.executed")
+        for e in ledger_writes(expired)
         if e["receipt"]["business_object"] == "limits.toml"
     ]
     assert write["receipt"]["approval_digest"], "the receipt binds the refreshed approval"
+    assert write["receipt_fingerprint"] in {e["receipt_fingerprint"] for e in events(expired, "write.executed")}
 
 
 def test_it_refuses_to_refresh_an_approval_that_was_never_given(

@@ -208,8 +208,10 @@ class GitAdapter:
     def observe(self) -> Observation:
         """Finish any interrupted write, then return instance, HEAD, fingerprint and evidence.
 
-        Attachments: ``head.txt`` (commit and tree sha) and ``status.txt`` (one ``XY path`` line
-        per uncommitted entry or foreign git lock, cut at 64 KiB).
+        Attachment: ``status.txt`` (one ``XY path`` line per uncommitted entry or foreign git
+        lock, cut at 64 KiB; empty, so one shared attachment, while the tree is clean). HEAD is
+        not copied into an attachment: the checkpoint records it as the version, git holds the
+        commit (and with it the tree), and every receipt names both (DESIGN.md section 4.14).
 
         Raises:
             AdapterBusyError, AdapterCommandError.
@@ -226,8 +228,7 @@ class GitAdapter:
             version=head,
             state_fingerprint=fingerprint(tree, dirty),
             kind=KIND,
-            attachments={"head.txt": f"commit {head}\ntree {tree}\n".encode("ascii"),
-                         "status.txt": status},
+            attachments={"status.txt": status},
         )
 
     def execute(
