@@ -59,6 +59,7 @@ def write_propose(session: RunSession) -> None:
         LeaseLostError / StaleGenerationError: from the commit; another worker took over.
     """
     state = session.state
+    session.proposing = None
     obs = session.adapter.observe()
     if obs.instance_id != state.environment.instance_id or not observation_matches(obs, state.environment):
         run_freeze(session, Event.ENVIRONMENT_DRIFT, StopReason.ENVIRONMENT_DRIFT,
@@ -113,6 +114,7 @@ def write_propose(session: RunSession) -> None:
         raise EngineError("derived key is quarantined; the replan epoch did not advance", run_id=session.run_id,
                           idempotency_key=key)
     approval = needs_approval(state.scope, action)
+    session.proposing = action.model_dump(mode="json")
     state.pending, payload = _intent(session, action, key=key, approval=approval)
     if approval:
         diff = session.adapter.dry_run_diff(action, blobs=lambda d: session_blob(session, d))
