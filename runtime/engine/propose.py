@@ -37,6 +37,7 @@ from runtime.engine.freeze import run_freeze, run_stop
 from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, PolicyViolationError
 from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.evidence.trace import trace_append
+from runtime.engine.approval_reasons import approval_asked_by, approval_rule
 from runtime.planners.base import Done, PlannerStep, planner_state_check
 from runtime.taskspec import needs_approval, policy_check
 
@@ -117,6 +118,8 @@ def write_propose(session: RunSession) -> None:
     session.proposing = action.model_dump(mode="json")
     state.pending, payload = _intent(session, action, key=key, approval=approval)
     if approval:
+        payload["asked_by"] = approval_asked_by(planner=session.planner)
+        payload["approval_rule"] = approval_rule(state=state, action=action, planner=session.planner)
         diff = session.adapter.dry_run_diff(action, blobs=lambda d: session_blob(session, d))
         payload["dry_run_diff"] = attachment_put(data=diff.encode(), content_type="text/x-diff",
                                                  row_writes=session.within_commit)
