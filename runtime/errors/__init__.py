@@ -235,8 +235,10 @@ from runtime.errors.refusals import (
     ReceiptConflictError,
     RunArchivedError,
     RunArchiveRefusedError,
+    RunAgainRefusedError,
     RunDiscardRefusedError,
     RunExistsError,
+    RunResumeRefusedError,
 )
 
 __all__ = (
@@ -273,7 +275,7 @@ __all__ = (
     "PolicyViolationError", "PreconditionFailedError", "REDACTED", "RatchetError", "ReceiptConflictError",
     "ReceiptIndeterminateError", "RedactionKeyError", "RefusedError", "ReplayTargetNotEmptyError",
     "ReviewCaseNotFoundError", "RoleSetupError", "RollbackError", "RunArchivedError", "RunArchiveRefusedError",
-    "RunDiscardRefusedError", "RunExistsError",
+    "RunAgainRefusedError", "RunDiscardRefusedError", "RunExistsError", "RunResumeRefusedError",
     "RunNotFoundError", "RunSpecMissingError", "SECRET_CONTEXT_NAMES", "ScenarioMismatchError", "SigningError",
     "SqlCredentialRejectedError", "SqlParamsInvalidError", "SqlReceiptStoreMissingError", "SqlStatementError",
     "SqlTargetUnavailableError", "SqlTemplateNotAllowedError", "StaleGenerationError", "TaskSpecError",
