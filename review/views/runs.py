@@ -25,8 +25,8 @@ from review.queries.live import TERMINAL_PHASES, nav_counts, run_token
 from review.queries.run_detail import attachment_find, checkpoint_committed, checkpoint_list
 from review.queries.runs import CANCELLABLE_PHASES, LIVE_PHASES, ScopedRunFilters, run_choices_scoped, run_get
 from review.queries.runs_list import run_filter_choices, run_list
-from review.queries.second_chances import second_chance_context
 from review.queries.search import search_runs
+from review.queries.second_chances import second_chance_context
 from review.queries.trace import trace_timeline
 from review.scope import scope_run_check, scope_sees_all
 from review.views.common import fragment_requested, page_render, poll_context, polled, see_other

@@ -203,7 +203,8 @@ def _planned(case: ReviewCase) -> Side:
 
 
 def _receipt_facts(receipt: dict[str, Any]) -> list[tuple[str, str]]:
-    return [("Receipt", str(receipt.get("receipt_id") or "—")), ("Committed at", str(receipt.get("committed_at") or "—")),
+    return [("Receipt", str(receipt.get("receipt_id") or "—")),
+            ("Committed at", str(receipt.get("committed_at") or "—")),
             ("Idempotency key", str(receipt.get("idempotency_key") or "—")),
             ("Intent digest", str(receipt.get("intent_digest") or "—")),
             ("Environment after the write", str(receipt.get("environment_version_after") or "—")),
@@ -272,7 +273,8 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
     elif reason == "receipt_drift":
         cached = opened.get("cached_receipt") or {}
         left = Side("Cached by the runtime", _receipt_facts(cached), pretty(cached)) if cached else planned
-        right = Side("Held by the adapter (authoritative)", _receipt_facts(case.receipt or {}), pretty(case.receipt or {}))
+        held = case.receipt or {}
+        right = Side("Held by the adapter (authoritative)", _receipt_facts(held), pretty(held))
     elif reason in ("receipt_missing", "outcome_unknown"):
         left = planned
         right = _landed(case, notes) if case.receipt else _environment_side(
@@ -286,11 +288,11 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
             action = error["action"]
             planned = Side("Proposed by this run (refused before it became the pending write)",
                            _action_facts(action, key=None, digest=None)[:3], _arguments(action))
+        named = (("fencing_token", "Fencing token sent"), ("newest_seen", "Newest token the adapter saw"),
+                 ("refusals", "Refusals so far"))
         facts = [("Refusal", case.detail or "—")] + [(label, str(error[key])) for key, label in (
             ("type", "Error"), ("message", "Reason")) if error.get(key)] + [
-            (label, str(fencing[key])) for key, label in (("fencing_token", "Fencing token sent"),
-                                                         ("newest_seen", "Newest token the adapter saw"),
-                                                         ("refusals", "Refusals so far")) if fencing.get(key) is not None]
+            (label, str(fencing[key])) for key, label in named if fencing.get(key) is not None]
         left, right = planned, Side("The adapter's refusal", facts, case.detail)
     elif reason in ("planner_failed", "verifier_error"):
         left = planned if case.pending else _last_write(case)

@@ -32,12 +32,12 @@ from runtime.core.crashpoints import crash_point, register
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
 from runtime.core.statemachine import Event, transition
+from runtime.engine.approval_reasons import approval_asked_by, approval_rule
 from runtime.engine.complete import run_complete
 from runtime.engine.freeze import run_freeze, run_stop
 from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, PolicyViolationError
 from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.evidence.trace import trace_append
-from runtime.engine.approval_reasons import approval_asked_by, approval_rule
 from runtime.planners.base import Done, PlannerStep, planner_state_check
 from runtime.taskspec import needs_approval, policy_check
 

@@ -27,7 +27,8 @@ def test_a_receipt_conflict_shows_both_argument_sets_and_their_diff(tmp_path: Pa
     sides = case_sides(case=_open("receipt_conflict", tmp_path))
 
     assert dict(sides.left.facts)["Target"] == dict(sides.right.facts)["Target"] == "limits.toml"
-    assert f"-  | {ROGUE.strip()}" in sides.diff and f"+  | {PLANNED.strip()}" in sides.diff  # the content, line by line
+    # The content itself, line by line, on both sides of the diff.
+    assert f"-  | {ROGUE.strip()}" in sides.diff and f"+  | {PLANNED.strip()}" in sides.diff
     assert "(none)" not in sides.diff_text and "(unknown)" not in str(sides.as_dict())
     assert sides.notes  # says the landed write came from outside this control plane
 

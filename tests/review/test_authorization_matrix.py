@@ -325,7 +325,8 @@ def test_it_lets_only_the_right_roles_make_each_change(
     assert response.status_code == expected, response.content[:300]
     if expected == 303:
         assert services, "the change reached the runtime service"
-        who = [c for c in services if c[0] in ("approval", "deny", "cancel", "sign", "rollout", "notify", "restart")][0][1]
+        changes = ("approval", "deny", "cancel", "sign", "rollout", "notify", "restart")
+        who = [c for c in services if c[0] in changes][0][1]
         signer = (who.get("approver") or who.get("requested_by") or who.get("reviewer") or who.get("decided_by")
                   or who.get("changed_by") or who.get("actor") or getattr(who.get("user"), "username", None))
         assert signer == persona, "the signer is the signed-in user"

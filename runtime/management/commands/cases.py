@@ -79,6 +79,8 @@ class Command(BaseCommand):
             outcome = case_decide(decision=signed)
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
+        except BrokenPipeError:
+            raise  # the reader went away: manage.py ends quietly, this is no unreadable decision
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot read the decision: {exc}") from None
         if not outcome.applied:
