@@ -30,6 +30,7 @@ class Dashboard(models.Model):
             ("refresh_approval", "Can refresh an expired approval"),
             ("cancel_run", "Can cancel a run"),
             ("decide_case", "Can decide a review case (replan or abort)"),
+            ("restart_run", "Can resume a run stopped for an infrastructure reason, or run a failed run again"),
         ]
 
 

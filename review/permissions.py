@@ -60,6 +60,7 @@ class Perm(StrEnum):
     REFRESH_APPROVAL = "review.refresh_approval"
     CANCEL_RUN = "review.cancel_run"
     DECIDE_CASE = "review.decide_case"
+    RESTART_RUN = "review.restart_run"
 
     @property
     def codename(self) -> str:

@@ -44,6 +44,7 @@ ROLE_PERMS: dict[str, frozenset[Perm]] = {
             Perm.DENY_ACTION,
             Perm.REFRESH_APPROVAL,
             Perm.CANCEL_RUN,
+            Perm.RESTART_RUN,
         }
     ),
     REVIEWER: frozenset({Perm.VIEW_RUNS, Perm.DECIDE_CASE}),

@@ -95,6 +95,11 @@ class Run(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 
+    again_of = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    """The failed or cancelled run this run was started again from, by an operator's "run again"
+    (``runtime.decisions.second_chances``, DESIGN.md section 6.12); the earlier run finds it back
+    by this column."""
+
     archived_at = models.DateTimeField(null=True, blank=True)
     archive_location = models.CharField(max_length=500, blank=True, default="")
     archive_digest = models.CharField(max_length=71, blank=True, default="")

@@ -13,8 +13,9 @@ from django.db.models import BooleanField, Case, Count, Value, When
 
 from review.scope import scope_filter
 from runtime.checkpoints.cases import cases_awaiting_review
-from runtime.decisions.reviews import decision_prepare
-from runtime.errors import RatchetError, ReviewCaseNotFoundError
+from runtime.decisions.case_sides import CaseSides, case_sides
+from runtime.decisions.reviews import decision_binding_recorded, decision_prepare
+from runtime.errors import PluginError, RatchetError, ReviewCaseNotFoundError, TaskSpecError
 from runtime.models import CaseStatus, ReviewCase, TraceEvent
 
 CASES_PER_PAGE = 25
@@ -112,6 +113,9 @@ class CaseDetail:
         binding_error: why the binding could not be prepared (the run's checkpoint fails to
             verify, the environment cannot be observed), or ``""``.
         refusals: the run's newest ``review.refused`` trace payloads (at most 5), newest first.
+        sides: both sides of what the case is about (``runtime.decisions.case_sides``).
+        recorded_binding: when this process cannot load the run's plug-in, the binding as the
+            verified checkpoint records it (DESIGN.md section 6.11); otherwise ``None``.
     """
 
     case: ReviewCase
@@ -119,6 +123,8 @@ class CaseDetail:
     binding: dict[str, Any] | None
     binding_error: str
     refusals: list[dict[str, Any]]
+    sides: CaseSides | None = None
+    recorded_binding: dict[str, Any] | None = None
 
 
 def case_get(*, case_id: str, prepare: bool = True) -> CaseDetail:
@@ -133,10 +139,17 @@ def case_get(*, case_id: str, prepare: bool = True) -> CaseDetail:
     )
     if case is None:
         raise ReviewCaseNotFoundError(case_id=case_id)
-    binding, error = None, ""
+    binding, error, recorded = None, "", None
     if prepare and case.status == CaseStatus.OPEN:
         try:
             binding = decision_prepare(case_id=case_id)
+        except (PluginError, TaskSpecError) as exc:
+            # The case stays readable and its binding checkable here; deciding needs a process
+            # that can load the plug-in (DESIGN.md section 6.11).
+            error = (f"this web process cannot load the run's plug-in ({type(exc).__name__}: {exc}). "
+                     "The binding below is the one the verified checkpoint records; to decide, install the "
+                     "plug-in where the dashboard runs, or use `manage.py cases decide` where it is installed.")
+            recorded = _recorded_binding(case_id)
         except RatchetError as exc:
             error = str(exc)
     refusals = [
@@ -152,4 +165,13 @@ def case_get(*, case_id: str, prepare: bool = True) -> CaseDetail:
         binding=binding,
         binding_error=error,
         refusals=refusals,
+        sides=case_sides(case=case),
+        recorded_binding=recorded,
     )
+
+
+def _recorded_binding(case_id: str) -> dict[str, Any] | None:
+    try:
+        return decision_binding_recorded(case_id=case_id)
+    except RatchetError:
+        return None

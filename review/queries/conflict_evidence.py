@@ -178,11 +178,16 @@ def _summary(case: ReviewCase) -> list[str]:
     message = (action.get("params") or {}).get("message")
     if isinstance(message, str) and message.strip():
         what += f' ("{message.strip().splitlines()[0][:120]}")'
-    out = [
-        f"Run {case.run_id} planned {what} with key {pending.get('idempotency_key') or '(none)'},"
-        f" against environment version {pre.get('version') or '(unknown)'}"
-        f" of {pre.get('instance_id') or case.environment.get('instance_id') or 'its environment'}.",
-    ]
+    environment = case.environment or {}
+    version = pre.get("version") or environment.get("version")
+    where = pre.get("instance_id") or environment.get("instance_id") or "its environment"
+    if not action:
+        # No write was in flight: say what the run was on, never a placeholder for a key.
+        out = [f"Run {case.run_id} had no write in flight when it froze ({case.reason})"
+               + (f"; its environment was at version {version} of {where}." if version else ".")]
+    else:
+        out = [f"Run {case.run_id} planned {what} with key {pending.get('idempotency_key')}"
+               + (f", against environment version {version} of {where}." if version else f", against {where}.")]
     if receipt:
         out.append(
             f"Another write with the same key had already landed: receipt"

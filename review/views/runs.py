@@ -26,6 +26,7 @@ from review.queries.run_detail import attachment_find, checkpoint_committed, che
 from review.queries.runs import CANCELLABLE_PHASES, LIVE_PHASES, ScopedRunFilters, run_choices_scoped, run_get
 from review.queries.runs_list import run_filter_choices, run_list
 from review.queries.search import search_runs
+from review.queries.second_chances import second_chance_context
 from review.queries.trace import trace_timeline
 from review.scope import scope_run_check, scope_sees_all
 from review.views.common import fragment_requested, page_render, poll_context, polled, see_other
@@ -117,6 +118,7 @@ def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "can_approve": user.has_perm(Perm.APPROVE_ACTION.value),
         "can_decide": user.has_perm(Perm.DECIDE_CASE.value),
         "scoped": not scope_sees_all(user=user),  # attachment links carry ?run=
+        **second_chance_context(run=run, user=user),
     }
 
 

@@ -108,6 +108,9 @@ class RunSession:
     mark_pending: bool = False
     """A commit of this session reached its commit point but not its high-water mark: no further
     commit may build on it until a restore completes the mark (DESIGN.md section 4.3)."""
+    proposing: dict[str, Any] | None = None
+    """The action the planner proposed in this step, before it became the pending write: kept so a
+    freeze in between (an adapter refusing to predict it) can show it (DESIGN.md section 6.11)."""
 
     @property
     def run_id(self) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -38,8 +38,10 @@ from runtime.core.evidence import approval_sign, approval_ttl_check
 from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
 from runtime.database.clock import db_now
+from runtime.engine.approval_reasons import approval_reasons_recorded, approval_rule_text, asked_by_text
 from runtime.engine.settle import receipt_settle
 from runtime.errors import ApprovalRefusedError, LeaseHeldError, RatchetError
+from runtime.evidence.attachments import attachment_get
 from runtime.evidence.trace import trace_append
 from runtime.keys import signer_for
 from runtime.models import Run, TraceEvent
@@ -239,9 +241,23 @@ class WaitingApproval:
     """``none``, ``expired`` or ``valid``."""
     approval_expires_at: datetime | None
     stop_detail: str
+    asked_by: dict[str, Any] = field(default_factory=dict)
+    """Who proposed the write (``runtime.engine.approval_reasons``; DESIGN.md section 6.11)."""
+    approval_rule: dict[str, Any] = field(default_factory=dict)
+    """Which risk rule and policy made it wait for an approval."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def asked_by_text(self) -> str:
+        """Who asked, in words."""
+        return asked_by_text(self.asked_by)
+
+    @property
+    def approval_rule_text(self) -> str:
+        """Which rule made the write wait, in words."""
+        return approval_rule_text(self.approval_rule)
 
 
 def approvals_waiting(*, run_ids: list[str] | None = None) -> list[WaitingApproval]:
@@ -255,11 +271,13 @@ def approvals_waiting(*, run_ids: list[str] | None = None) -> list[WaitingApprov
         runs = runs.filter(run_id__in=run_ids)
     ids = list(runs.values_list("run_id", flat=True))
     diffs: dict[tuple[str, str], str] = {}
+    proposed: dict[tuple[str, str], dict[str, Any]] = {}
     for run_id, payload in TraceEvent.objects.filter(run_id__in=ids, event_type="intent.proposed").values_list(
         "run_id", "payload"
     ):
         if payload.get("dry_run_diff"):
             diffs[(run_id, payload.get("idempotency_key", ""))] = payload["dry_run_diff"]
+            proposed[(run_id, payload.get("idempotency_key", ""))] = payload
     out = []
     now = db_now()
     for run_id in ids:
@@ -279,5 +297,24 @@ def approvals_waiting(*, run_ids: list[str] | None = None) -> list[WaitingApprov
             environment_version=state.environment.version,
             approval_state="none" if approval is None else ("expired" if approval.expires_at <= now else "valid"),
             approval_expires_at=approval.expires_at if approval else None, stop_detail=state.stop_detail,
+            **approval_reasons_recorded(state=state, payload=proposed.get((run_id, pending.idempotency_key))),
         ))
+    return out
+
+
+def approvals_waiting_json() -> list[dict[str, Any]]:
+    """The approvals queue as JSON-ready objects (``manage.py approvals list --json``): each
+    :class:`WaitingApproval` with ``dry_run_diff_text``, the diff itself (``""`` when none was
+    recorded; an ``error`` text when its attachment fails its digest check), and the readable
+    ``asked_by_text`` and ``approval_rule_text`` (DESIGN.md section 6.11)."""
+    out = []
+    for item in approvals_waiting():
+        entry = {**item.as_dict(), "asked_by_text": item.asked_by_text, "approval_rule_text": item.approval_rule_text,
+                 "dry_run_diff_text": ""}
+        if item.dry_run_diff:
+            try:
+                entry["dry_run_diff_text"] = attachment_get(digest=item.dry_run_diff).decode("utf-8", "replace")
+            except RatchetError as exc:
+                entry["dry_run_diff_error"] = exc.message
+        out.append(entry)
     return out

@@ -133,6 +133,22 @@ def decision_prepare(*, case_id: str) -> dict[str, Any]:
     return _binding(state, ref, adapter.observe())
 
 
+def decision_binding_recorded(*, case_id: str) -> dict[str, Any]:
+    """The fields a decision on ``case_id`` binds, as the verified committed checkpoint records
+    them, without opening the run's adapter: the environment fields are those checkpointed, not
+    observed now (DESIGN.md section 6.11). For reading and checking a case where the run's
+    plug-in cannot be loaded; a decision is still signed over :func:`decision_prepare`.
+
+    Raises:
+        ReviewCaseNotFoundError; CheckpointError subclasses if the checkpoint fails to verify.
+    """
+    row = ReviewCase.objects.filter(case_id=case_id).only("run_id").first()
+    if row is None:
+        raise ReviewCaseNotFoundError(case_id=case_id)
+    state = checkpoint_verify(run_id=row.run_id).state
+    return _binding(state, _find_ref(state, case_id), state.environment)
+
+
 def decision_sign_for(*, case_id: str, reviewer: str, decision: DecisionKind | str,
                       binding: dict[str, Any] | None = None, keyring: Keyring | None = None) -> SignedDecision:
     """Sign ``decision`` for ``case_id`` as ``reviewer`` under the reviewer trust root, stamped

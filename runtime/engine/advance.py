@@ -243,4 +243,7 @@ def _step(session: RunSession, phase: Phase) -> None:
             raise  # busy or unavailable: the same step can succeed later (Celery retries)
         # The adapter refused for a reason a retry cannot fix (invalid action for this state, a
         # corrupt receipt store, an indeterminate write): fail closed, a human decides.
-        run_freeze(session, Event.ADAPTER_REFUSED, StopReason.ADAPTER_REFUSED, f"{type(exc).__name__}: {exc}")
+        refused = {"type": type(exc).__name__, "message": exc.message,
+                   "action": session.proposing if session.state.pending is None else None}
+        run_freeze(session, Event.ADAPTER_REFUSED, StopReason.ADAPTER_REFUSED, f"{type(exc).__name__}: {exc}",
+                   extra={"adapter_error": refused})

@@ -32,6 +32,7 @@ from runtime.core.crashpoints import crash_point, register
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
 from runtime.core.statemachine import Event, transition
+from runtime.engine.approval_reasons import approval_asked_by, approval_rule
 from runtime.engine.complete import run_complete
 from runtime.engine.freeze import run_freeze, run_stop
 from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, PolicyViolationError
@@ -59,6 +60,7 @@ def write_propose(session: RunSession) -> None:
         LeaseLostError / StaleGenerationError: from the commit; another worker took over.
     """
     state = session.state
+    session.proposing = None
     obs = session.adapter.observe()
     if obs.instance_id != state.environment.instance_id or not observation_matches(obs, state.environment):
         run_freeze(session, Event.ENVIRONMENT_DRIFT, StopReason.ENVIRONMENT_DRIFT,
@@ -113,8 +115,11 @@ def write_propose(session: RunSession) -> None:
         raise EngineError("derived key is quarantined; the replan epoch did not advance", run_id=session.run_id,
                           idempotency_key=key)
     approval = needs_approval(state.scope, action)
+    session.proposing = action.model_dump(mode="json")
     state.pending, payload = _intent(session, action, key=key, approval=approval)
     if approval:
+        payload["asked_by"] = approval_asked_by(planner=session.planner)
+        payload["approval_rule"] = approval_rule(state=state, action=action, planner=session.planner)
         diff = session.adapter.dry_run_diff(action, blobs=lambda d: session_blob(session, d))
         payload["dry_run_diff"] = attachment_put(data=diff.encode(), content_type="text/x-diff",
                                                  row_writes=session.within_commit)

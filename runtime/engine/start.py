@@ -28,7 +28,7 @@ log = logging.getLogger("runtime.engine")
 
 
 def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: float | None = None,
-              tenant_id: str | None = None) -> str:
+              tenant_id: str | None = None, base_dir: str | Path | None = None) -> str:
     """Create a run from a task spec file and checkpoint generation 1; returns the run id.
 
     Prepares the environment if the spec asks for it (a fresh clone at the replay base), observes
@@ -42,6 +42,8 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
         worker: the worker id for the creation lease (default: this process's id).
         ttl_seconds: lease time to live in seconds (default ``RATCHET_LEASE_SECONDS``).
         tenant_id: the tenant (default: the spec's).
+        base_dir: the directory the spec's other relative paths resolve against (default the spec
+            file's; a run started again from a stored spec keeps its first run's, DESIGN.md section 6.12).
 
     Raises:
         TaskSpecError: the spec file is invalid.
@@ -57,7 +59,7 @@ def run_start(*, spec_path: str | Path, worker: str | None = None, ttl_seconds: 
     spec_file = Path(spec_path).resolve()
     spec = load_task_spec(spec_file)
     admission_check(tenant_id=tenant_id or spec.task.tenant, task_id=spec.task.id)
-    base_dir = spec_file.parent
+    base_dir = Path(base_dir) if base_dir is not None else spec_file.parent
     ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
     worker = worker or default_worker_id()
     run_id = uuid.uuid4().hex

@@ -235,10 +235,12 @@ from runtime.errors.refusals import (
     PasskeyError,
     PolicyViolationError,
     ReceiptConflictError,
+    RunAgainRefusedError,
     RunArchivedError,
     RunArchiveRefusedError,
     RunDiscardRefusedError,
     RunExistsError,
+    RunResumeRefusedError,
 )
 
 __all__ = (
@@ -276,7 +278,7 @@ __all__ = (
     "PolicyViolationError", "PreconditionFailedError", "REDACTED", "RatchetError", "ReceiptConflictError",
     "ReceiptIndeterminateError", "RedactionKeyError", "RefusedError", "ReplayTargetNotEmptyError",
     "ReviewCaseNotFoundError", "RoleSetupError", "RollbackError", "RunArchivedError", "RunArchiveRefusedError",
-    "RunDiscardRefusedError", "RunExistsError",
+    "RunAgainRefusedError", "RunDiscardRefusedError", "RunExistsError", "RunResumeRefusedError",
     "RunNotFoundError", "RunSpecMissingError", "SECRET_CONTEXT_NAMES", "ScenarioMismatchError", "SigningError",
     "SqlCredentialRejectedError", "SqlParamsInvalidError", "SqlReceiptStoreMissingError", "SqlStatementError",
     "SqlTargetUnavailableError", "SqlTemplateNotAllowedError", "StaleGenerationError", "StorageUnavailableError",

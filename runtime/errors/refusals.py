@@ -83,6 +83,24 @@ class RunDiscardRefusedError(RefusedError):
             "review this one instead")
 
 
+class RunResumeRefusedError(RefusedError):
+    """An operator asked to resume a run that is not stopped for an infrastructure reason, or whose
+    cause is still there (a plug-in still missing, a store still unreachable): nothing was queued
+    (DESIGN.md section 6.12)."""
+
+    default_message = "refusing to resume the run"
+    hint = ("fix what the message names (install the plug-in, bring the store back) and ask again; a run "
+            "frozen for review is decided on its case instead")
+
+
+class RunAgainRefusedError(RefusedError):
+    """An operator asked to run again a run that did not end failed or cancelled, or whose stored
+    spec cannot start a run any more: nothing was created (DESIGN.md section 6.12)."""
+
+    default_message = "refusing to run the run again"
+    hint = "only a failed or cancelled run can be run again; start a new run from its task spec otherwise"
+
+
 # --- approvals, reviewer decisions, passkeys (DESIGN.md sections 6.2, 6.3 and 6.9) ------------
 
 

@@ -152,7 +152,8 @@ def _call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token:
     spec = run_spec(stored=run.spec["task"])
     action = call_check(spec=spec, tool=tool, arguments=arguments_object(arguments), token_actions=row.actions,
                         max_bytes=int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)))
-    call = ExternalCall(call_id=call_id, action=action, digest=call_digest(action))
+    call = ExternalCall(call_id=call_id, action=action, digest=call_digest(action),
+                        origin={"agent": row.agent, "token_id": row.token_id})
     reuse = session_reuse if sessions_enabled() else None
     try:
         with external_call_offered(call):

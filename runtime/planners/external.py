@@ -62,6 +62,7 @@ class ExternalCall:
         session: the last run session the step loop showed the planner (for the gateway's answer).
         proposed: set once the planner proposed this call.
         epoch: the replan epoch the call was proposed in.
+        origin: who sent it (``{"agent", "token_id"}`` of the gateway token), for an approval card.
     """
 
     call_id: str
@@ -70,6 +71,7 @@ class ExternalCall:
     session: Any = None
     proposed: bool = False
     epoch: int = 0
+    origin: dict[str, Any] | None = None
 
 
 _OFFERED: ContextVar[ExternalCall | None] = ContextVar("ratchet_external_call", default=None)
@@ -128,6 +130,23 @@ class ExternalPlanner:
         found = [self.options.risks.get(kind, Risk.HIGH)]
         found += [risk for pattern, risk in self.options.risk_paths.items() if target and glob_match(pattern, target)]
         return max(found, key=order.index)
+
+    def risk_rule(self, kind: str, target: str) -> str:
+        """Where :meth:`risk_of` took the action's risk from, in words (DESIGN.md section 6.11)."""
+        risk = self.risk_of(kind, target)
+        for pattern, found in self.options.risk_paths.items():
+            if found == risk and target and glob_match(pattern, target):
+                return f"external planner risk_paths[{pattern!r}] = {risk}"
+        if kind in self.options.risks:
+            return f"external planner risks[{kind!r}] = {risk}"
+        return f"external planner: no risk configured for {kind!r}, so {risk}"
+
+    def asked_by(self) -> dict[str, Any] | None:
+        """The offered call's id and sender, or None without one (DESIGN.md section 6.11)."""
+        call = _OFFERED.get()
+        if call is None:
+            return None
+        return {"call_id": call.call_id, **(call.origin or {})}
 
     def halt_before_step(self, session: Any) -> bool:
         """Whether the engine's step loop stops before its next step (DESIGN.md section 5.12).

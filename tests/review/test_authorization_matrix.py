@@ -17,6 +17,7 @@ import review.notifications.subscriptions
 import runtime.decisions.approvals
 import runtime.decisions.cancellation
 import runtime.decisions.reviews
+import runtime.decisions.second_chances
 import runtime.rollout.admission
 import runtime.rollout.admission_thresholds
 import runtime.rollout.combinations
@@ -67,6 +68,8 @@ ACTIONS: dict[str, dict[str, int]] = {
     "refresh": {**OPERATE, "operator": 303, "admin": 303},
     "deny": {**OPERATE, "operator": 303, "admin": 303},
     "run-cancel": {**OPERATE, "operator": 303, "admin": 303},
+    "run-resume": {**OPERATE, "operator": 303, "admin": 303},
+    "run-again": {**OPERATE, "operator": 303, "admin": 303},
     "decide": {**DECIDE, "reviewer": 303, "admin": 303},
     "admission-threshold": {**TRACE, "admin": 303},
     "admission-reopen": {**TRACE, "admin": 303},
@@ -110,6 +113,8 @@ EXPECTED_PERMISSION = {
     "refresh": Perm.REFRESH_APPROVAL,
     "deny": Perm.DENY_ACTION,
     "run-cancel": Perm.CANCEL_RUN,
+    "run-resume": Perm.RESTART_RUN,
+    "run-again": Perm.RESTART_RUN,
     "decide": Perm.DECIDE_CASE,
     "rollout": Perm.VIEW_TRACE,
     "admission-scope": Perm.VIEW_TRACE,
@@ -148,6 +153,8 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "refresh": reverse("review:refresh", args=["run-matrix"]),
         "deny": reverse("review:deny", args=["run-matrix"]),
         "run-cancel": reverse("review:run-cancel", args=["run-matrix"]),
+        "run-resume": reverse("review:run-resume", args=["run-matrix"]),
+        "run-again": reverse("review:run-again", args=["run-matrix"]),
         "decide": reverse("review:decide", args=["case-matrix"]),
         "run-tokens": reverse("review:run-tokens", args=["run-matrix"]),
         "workers": reverse("review:workers"),
@@ -199,6 +206,10 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
     monkeypatch.setattr(runtime.decisions.approvals, "approval_deny", deny)
     monkeypatch.setattr(runtime.decisions.cancellation, "run_request_cancel",
                         lambda **kw: calls.append(("cancel", kw)))
+    monkeypatch.setattr(runtime.decisions.second_chances, "run_resume_request", lambda **kw: calls.append(
+        ("restart", kw)) or SimpleNamespace(event="run.blocked"))
+    monkeypatch.setattr(runtime.decisions.second_chances, "run_again",
+                        lambda **kw: calls.append(("restart", kw)) or "run-matrix")
     monkeypatch.setattr(runtime.decisions.reviews, "decision_sign_for", sign)
     monkeypatch.setattr(runtime.decisions.reviews, "case_decide", decide)
     # The rollout actions (admins only): each records who it was called as.
@@ -314,7 +325,8 @@ def test_it_lets_only_the_right_roles_make_each_change(
     assert response.status_code == expected, response.content[:300]
     if expected == 303:
         assert services, "the change reached the runtime service"
-        who = [c for c in services if c[0] in ("approval", "deny", "cancel", "sign", "rollout", "notify")][0][1]
+        changes = ("approval", "deny", "cancel", "sign", "rollout", "notify", "restart")
+        who = [c for c in services if c[0] in changes][0][1]
         signer = (who.get("approver") or who.get("requested_by") or who.get("reviewer") or who.get("decided_by")
                   or who.get("changed_by") or who.get("actor") or getattr(who.get("user"), "username", None))
         assert signer == persona, "the signer is the signed-in user"

@@ -28,6 +28,7 @@ def test_it_creates_the_operator_reviewer_and_admin_groups() -> None:
         "review.deny_action",
         "review.refresh_approval",
         "review.cancel_run",
+        "review.restart_run",
     }
     assert _perms("reviewer") == {"review.view_runs", "review.decide_case"}
     admin = _perms("admin")

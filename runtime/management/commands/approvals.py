@@ -14,7 +14,13 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runtime.decisions.approvals import approval_deny, approval_grant, approval_refresh, approvals_waiting
+from runtime.decisions.approvals import (
+    approval_deny,
+    approval_grant,
+    approval_refresh,
+    approvals_waiting,
+    approvals_waiting_json,
+)
 from runtime.demo.services import STATE_FILE, TOKEN_ENV
 from runtime.errors import AdapterError, HttpCredentialExpiredError, RatchetError
 from runtime.management.cli_numbers import seconds
@@ -25,7 +31,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
-        sub.add_parser("list", help="runs waiting for an approval, with what to approve")
+        lst = sub.add_parser("list", help="runs waiting for an approval, with what to approve")
+        lst.add_argument("--json", action="store_true",
+                         help="one JSON array: each waiting write with its dry-run diff text, who asked and which rule")
         for name in ("approve", "refresh"):
             p = sub.add_parser(name)
             p.add_argument("run_id")
@@ -42,6 +50,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         try:
+            if action == "list" and options["json"]:
+                self.stdout.write(json.dumps(approvals_waiting_json(), indent=2, sort_keys=True, default=str))
+                return
             if action == "list":
                 for item in approvals_waiting():
                     self.stdout.write(json.dumps(item.as_dict(), sort_keys=True, default=str))

@@ -14,8 +14,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.core.checkpoint import SignedDecision
-from runtime.decisions.reviews import case_decide, decision_prepare, decision_refused_error, decision_sign_for
-from runtime.errors import RatchetError
+from runtime.decisions.case_sides import case_sides
+from runtime.decisions.reviews import (
+    case_decide,
+    decision_binding_recorded,
+    decision_prepare,
+    decision_refused_error,
+    decision_sign_for,
+)
+from runtime.errors import PluginError, RatchetError, ReviewCaseNotFoundError, TaskSpecError
 from runtime.keys import reviewer_key_load
 from runtime.models import ReviewCase
 
@@ -28,8 +35,9 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         lst = sub.add_parser("list")
         lst.add_argument("--status", default=None)
-        show = sub.add_parser("show")
+        show = sub.add_parser("show", help="the reason, both sides of what conflicted, their diff and the binding")
         show.add_argument("case_id")
+        show.add_argument("--json", action="store_true", help="one JSON object: case, sides (with diff_text), binding")
         for name in ("sign", "decide"):
             p = sub.add_parser(name)
             p.add_argument("case_id")
@@ -53,8 +61,7 @@ class Command(BaseCommand):
                                       f"{row.opened_at:%Y-%m-%d %H:%M:%S}")
                 return
             if action == "show":
-                self.stdout.write(json.dumps(decision_prepare(case_id=options["case_id"]), indent=2,
-                                             sort_keys=True, default=str))
+                self._show(options["case_id"], as_json=options["json"])
                 return
             if action in ("sign", "decide"):
                 reviewer, keyring = reviewer_key_load(Path(options["key_file"]))
@@ -72,9 +79,51 @@ class Command(BaseCommand):
             outcome = case_decide(decision=signed)
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
+        except BrokenPipeError:
+            raise  # the reader went away: manage.py ends quietly, this is no unreadable decision
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot read the decision: {exc}") from None
         if not outcome.applied:
             raise CommandError(str(decision_refused_error(outcome)))
         self.stdout.write(f"{outcome.decision} applied to {outcome.case_id}: run {outcome.run_id} is now "
                           f"{outcome.phase}" + (" (already applied)" if outcome.already_applied else ""))
+
+    def _show(self, case_id: str, *, as_json: bool) -> None:
+        """Print the case's reason, both sides, their diff and the binding (DESIGN.md section 6.11)."""
+        row = ReviewCase.objects.filter(case_id=case_id).first()
+        if row is None:
+            raise ReviewCaseNotFoundError(case_id=case_id)
+        sides = case_sides(case=row)
+        note = ""
+        try:
+            binding = decision_prepare(case_id=case_id)
+        except (PluginError, TaskSpecError) as exc:
+            binding = decision_binding_recorded(case_id=case_id)
+            note = (f"this process cannot load the run's plug-in ({type(exc).__name__}); the binding is the one "
+                    "the verified checkpoint records; deciding needs the plug-in installed")
+        if as_json:
+            self.stdout.write(json.dumps({
+                "case": {"case_id": row.case_id, "run_id": row.run_id, "status": row.status, "reason": row.reason,
+                         "detail": row.detail, "opened_at": row.opened_at},
+                "sides": sides.as_dict(), "binding": binding, "binding_note": note,
+            }, indent=2, sort_keys=True, default=str))
+            return
+        out = [f"case {row.case_id}  ({row.status})  run {row.run_id}", f"reason: {row.reason}: {sides.headline}"]
+        if row.detail:
+            out.append(f"detail: {row.detail}")
+        for mark, side in (("<", sides.left), (">", sides.right)):
+            out.append(f"\n{mark} {side.title}")
+            out += [f"    {label}: {value}" for label, value in side.facts]
+            if side.text:
+                out += ["    " + line for line in side.text.splitlines()]
+        if sides.diff:
+            out.append(f"\ndiff ({sides.right.title} -> {sides.left.title}):")
+            out += sides.diff
+            if sides.diff_omitted:
+                out.append(f"... {sides.diff_omitted} more lines")
+        elif sides.comparable:
+            out.append("\nboth sides are identical as text")
+        out += [f"note: {n}" for n in sides.notes]
+        out.append("\nbinding" + (f" ({note})" if note else "") + ":")
+        out.append(json.dumps(binding, indent=2, sort_keys=True, default=str))
+        self.stdout.write("\n".join(out))

@@ -51,6 +51,8 @@ class Command(BaseCommand):
             text = json.dumps(public_keys_document(), indent=2, sort_keys=True) + "\n"
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
+        except BrokenPipeError:
+            raise  # the reader went away: manage.py ends quietly; the key file was written
         except OSError as exc:
             raise CommandError(f"cannot write the key file: {exc.strerror}") from None
         document_write(self, text=text, out=options["out"], what="the public keys")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.canonical import canonical_json
+from runtime.core.checkpoint import Risk
 from runtime.core.crashpoints import crash_point, register
 from runtime.errors import ModelAuthError, ModelReplyError, PlannerError, PlannerStateError
 from runtime.planners.base import PlannerContext, PlannerState, PlannerStep, PutBlob, check_cursor
@@ -65,6 +66,13 @@ class ChatToolsPlanner:
     kind = "chat-tools"
     Options = ChatToolsOptions
     offers_adapter_actions = True  # a spec whose policy allows none is refused (runtime.taskspec.offered_actions)
+
+    def risk_rule(self, kind: str, target: str) -> str:
+        """Where an action's risk came from, in words (DESIGN.md section 6.11): the ``risks``
+        option, or the rule that an action kind without a configured risk is high."""
+        if kind in self._options.risks:
+            return f"chat-tools risks[{kind!r}] = {Risk(self._options.risks[kind])}"
+        return f"chat-tools: no risk configured for {kind!r}, so {Risk.HIGH}"
 
     def __init__(self, *, options: ChatToolsOptions, context: PlannerContext | None = None,
                  get_blob: GetBlob | None = None, trace: Trace | None = None, ask: Ask | None = None,

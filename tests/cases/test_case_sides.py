@@ -1,0 +1,78 @@
+"""Every case kind shows both sides of what conflicted, readable, with a diff where one applies
+(DESIGN.md section 6.11); the command line prints the same."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from runtime.decisions.case_sides import case_sides
+from tests.cases.kinds import KINDS, PLANNED, ROGUE
+from tests.plugins.support import require_example_package
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _open(kind: str, directory: Path):
+    if kind == "planner_failed":
+        require_example_package()
+    return KINDS[kind](directory)
+
+
+def test_a_receipt_conflict_shows_both_argument_sets_and_their_diff(tmp_path: Path, ratchet_keys) -> None:
+    sides = case_sides(case=_open("receipt_conflict", tmp_path))
+
+    assert dict(sides.left.facts)["Target"] == dict(sides.right.facts)["Target"] == "limits.toml"
+    # The content itself, line by line, on both sides of the diff.
+    assert f"-  | {ROGUE.strip()}" in sides.diff and f"+  | {PLANNED.strip()}" in sides.diff
+    assert "(none)" not in sides.diff_text and "(unknown)" not in str(sides.as_dict())
+    assert sides.notes  # says the landed write came from outside this control plane
+
+
+def test_an_adapter_refusal_shows_the_planned_write_and_the_refusal(tmp_path: Path, ratchet_keys) -> None:
+    case = _open("adapter_refused", tmp_path)
+    sides = case_sides(case=case)
+
+    assert dict(sides.left.facts)["Action"] == "delete_file"
+    assert "never-existed.txt" in sides.left.text
+    assert dict(sides.right.facts)["Refusal"] == case.detail and case.detail
+    assert not sides.comparable and sides.diff == []
+
+
+def test_an_environment_drift_shows_checkpointed_against_observed(tmp_path: Path, ratchet_keys) -> None:
+    sides = case_sides(case=_open("environment_drift", tmp_path))
+
+    left, right = dict(sides.left.facts), dict(sides.right.facts)
+    assert left["Fingerprint"] != right["Fingerprint"] and right["Fingerprint"] != "—"
+    assert any("state_fingerprint" in line for line in sides.diff if line[:1] in "+-")
+
+
+def test_a_planner_failure_shows_the_planners_error(tmp_path: Path, ratchet_keys) -> None:
+    sides = case_sides(case=_open("planner_failed", tmp_path))
+
+    right = dict(sides.right.facts)
+    assert right["Error"] == "RuntimeError" and right["Message"] == "the model went away"
+    assert "note-1" in sides.left.text  # the run's last write before the planner failed
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_cases_show_prints_reason_sides_and_diff(tmp_path: Path, ratchet_keys, kind: str) -> None:
+    case = _open(kind, tmp_path)
+    text, data = io.StringIO(), io.StringIO()
+
+    call_command("cases", "show", case.case_id, stdout=text)
+    call_command("cases", "show", case.case_id, "--json", stdout=data)
+
+    shown = json.loads(data.getvalue())
+    sides = case_sides(case=case)
+    assert f"reason: {kind}" in text.getvalue()
+    assert sides.left.title in text.getvalue() and sides.right.title in text.getvalue()
+    assert shown["case"]["reason"] == kind and shown["binding"]["case_id"] == case.case_id
+    assert shown["sides"]["left"]["title"] == sides.left.title
+    assert shown["sides"]["diff_text"] == sides.diff_text
+    if sides.diff:
+        assert sides.diff[0] in text.getvalue()
