@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0015_archive_runs'),
+        ('runtime', '0016_search_terms_covered'),
     ]
 
     operations = [

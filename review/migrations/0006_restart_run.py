@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('review', '0004_notifications'),
+        ('review', '0005_login_throttle_devices'),
     ]
 
     operations = [
