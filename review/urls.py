@@ -4,7 +4,7 @@ that is missing from it."""
 
 from django.urls import path
 
-from review.views import approvals, cases, health, notifications, passkeys, rollout, runs, tokens, trace
+from review.views import amend, approvals, cases, health, notifications, passkeys, rollout, runs, tokens, trace
 
 app_name = "review"
 urlpatterns = [
@@ -21,6 +21,7 @@ urlpatterns = [
     path("approvals/<str:run_id>/approve/", approvals.approval_approve, name="approve"),
     path("approvals/<str:run_id>/refresh/", approvals.approval_refresh, name="refresh"),
     path("approvals/<str:run_id>/deny/", approvals.approval_deny, name="deny"),
+    path("approvals/<str:run_id>/amend/", amend.approval_amend, name="approval-amend"),
     path("cases/", cases.cases, name="cases"),
     path("cases/<str:case_id>/", cases.case_detail, name="case"),
     path("cases/<str:case_id>/decide/", cases.case_decide, name="decide"),
