@@ -1,8 +1,8 @@
 """The Amend page: edit a waiting write's arguments, see the amended dry-run diff, then approve (DESIGN.md section 6.11).
 
-GET shows the proposed arguments as editable JSON with the proposed action's diff. A POST with
+GET (``approval-amend``) shows the proposed arguments as editable JSON with the proposed action's diff. A POST with
 ``step=preview`` recomputes the amended action, its intent digest and dry-run diff and changes
-nothing (``amendment_preview``); a POST with ``step=confirm`` amends and approves in one runtime
+nothing (``amendment_preview``); a POST (to ``amend``) with ``step=confirm`` amends and approves in one runtime
 call (``approval_amend``) bound to the intent and environment fingerprint the preview showed, and
 redirects (303) to the run. Refusals (outside the policy, the action or environment moved) go back
 to this page with the runtime's reason. Checked against the amend permission in the view, and
@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.html import format_html
+from django.views.decorators.http import require_POST, require_safe
 
 from review.forms_amend import AmendForm, arguments_text
 from review.permissions import Perm, require_perm
@@ -32,15 +33,17 @@ def _page(run_id: str) -> str:
     return reverse("review:approval-amend", args=[run_id])
 
 
+def _submit(run_id: str) -> str:
+    return reverse("review:amend", args=[run_id])
+
+
 @require_perm(Perm.AMEND_ACTION)
+@require_safe
 @not_found_is_404
-def approval_amend(request: HttpRequest, run_id: str) -> HttpResponse:
-    """The Amend page of the write ``run_id`` waits for (GET), its preview or its confirmation (POST)."""
+def approval_amend_page(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The Amend page of the write ``run_id`` waits for: its arguments as editable JSON and its
+    dry-run diff as proposed; a run that is not waiting says so."""
     scope_run_check(user=request.user, run_id=run_id)  # DESIGN.md section 6.6, before any read
-    if request.method == "POST":
-        return _post(request, run_id)
-    if request.method not in ("GET", "HEAD"):
-        return HttpResponse(status=405)
     context: dict[str, Any] = {"run_id": run_id}
     try:
         pending, arguments = amend_service.proposed_arguments(run_id=run_id)
@@ -53,6 +56,16 @@ def approval_amend(request: HttpRequest, run_id: str) -> HttpResponse:
             raise
         context["refusal"] = refusal_message(exc, failed=f"Run {run_id} cannot be amended now")
     return render(request, "review/approval_amend.html", context)
+
+
+@require_perm(Perm.AMEND_ACTION)
+@require_POST
+@not_found_is_404
+def approval_amend(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Preview (``step=preview``: the amended diff, nothing changed) or confirm (``step=confirm``:
+    ``approval_amend``, 303 to the run) an amendment of the write ``run_id`` waits for."""
+    scope_run_check(user=request.user, run_id=run_id)  # DESIGN.md section 6.6, before any read
+    return _post(request, run_id)
 
 
 def _post(request: HttpRequest, run_id: str) -> HttpResponse:
