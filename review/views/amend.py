@@ -1,7 +1,7 @@
-"""The Amend page: edit a waiting write's arguments, see the amended dry-run diff, then approve (DESIGN.md section 6.11).
+"""The Amend page: edit a waiting write's arguments, see the amended diff, then approve (DESIGN.md section 6.11).
 
-GET (``approval-amend``) shows the proposed arguments as editable JSON with the proposed action's diff. A POST with
-``step=preview`` recomputes the amended action, its intent digest and dry-run diff and changes
+GET (``approval-amend``) shows the proposed arguments as editable JSON with the proposed action's
+diff. A POST with ``step=preview`` recomputes the amended action, its intent digest and dry-run diff and changes
 nothing (``amendment_preview``); a POST (to ``amend``) with ``step=confirm`` amends and approves in one runtime
 call (``approval_amend``) bound to the intent and environment fingerprint the preview showed, and
 redirects (303) to the run. Refusals (outside the policy, the action or environment moved) go back
@@ -24,7 +24,7 @@ from review.forms_amend import AmendForm, arguments_text
 from review.permissions import Perm, require_perm
 from review.scope import scope_run_check
 from review.views.common import see_other
-from review.views.errors import NOT_FOUND, ACTION_ERRORS, Action, action_failed, not_found_is_404, refusal_message
+from review.views.errors import ACTION_ERRORS, NOT_FOUND, Action, action_failed, not_found_is_404, refusal_message
 from runtime.decisions import amendments as amend_service
 from runtime.errors import RatchetError
 

@@ -402,10 +402,11 @@ def bundle_verify(bundle: Mapping[str, Any], keyring: Keyring | None = None, *,
         digest and parses (schema, invariants; HMAC with ``keyring``); every approval and
         decision inside verifies under its root's public keys and names the reviewer its key is
         bound to; every amendment's signed record binds the superseded and the amended action
-        and the approval of the amended intent (DESIGN.md section 6.11); the committed envelope is the HWM's generation and digest and matches the run
-        identity; the trace chain recomputes from genesis to the run's recorded head and its
-        times never go backwards; receipt fingerprints; receipts and case decisions match the
-        committed checkpoint (DESIGN.md section 4.8).
+        and the approval of the amended intent (DESIGN.md section 6.11); the committed envelope
+        is the HWM's generation and digest and matches the run identity; the trace chain
+        recomputes from genesis to the run's recorded head and its times never go backwards;
+        receipt fingerprints; receipts and case decisions match the committed checkpoint
+        (DESIGN.md section 4.8).
 
     Raises:
         WrongTrustRootError: ``keyring`` is not the checkpoint trust root's.

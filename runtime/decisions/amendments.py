@@ -1,4 +1,4 @@
-"""Amend before approving: an approver changes a waiting write's arguments and approves the amended action (DESIGN.md section 6.11).
+"""Amend before approving: an approver changes a waiting write's arguments, then approves it (DESIGN.md section 6.11).
 
 :func:`amendment_preview` shows, without changing anything, what an amendment would do: the
 amended action, its intent digest and its dry-run diff. :func:`approval_amend` does it, in one

@@ -28,7 +28,6 @@ from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
 from runtime.core.tracing import run_scope, span, span_annotate
 from runtime.engine import run_advance
-from runtime.evidence.amendments import amendment_for
 from runtime.errors import (
     GatewayCallConflictError,
     GatewayCallLimitError,
@@ -39,6 +38,7 @@ from runtime.errors import (
     LeaseLostError,
     StaleGenerationError,
 )
+from runtime.evidence.amendments import amendment_for
 from runtime.gateway.sessions import session_forget, session_keep, session_reuse, sessions_enabled
 from runtime.gateway.tokens import token_admit
 from runtime.gateway.tools import (

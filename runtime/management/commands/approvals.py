@@ -16,8 +16,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.decisions.approvals import approval_deny, approval_grant, approval_refresh, approvals_waiting
 from runtime.demo.services import STATE_FILE, TOKEN_ENV
-from runtime.management.approvals_amend import amend_handle, amend_parser_add
 from runtime.errors import AdapterError, HttpCredentialExpiredError, RatchetError
+from runtime.management.approvals_amend import amend_handle, amend_parser_add
 from runtime.management.cli_numbers import seconds
 
 
