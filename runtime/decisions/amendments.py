@@ -31,7 +31,7 @@ from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.checkpoints.session import RunSession, adapter_for_run, session_blob, session_blob_put, session_commit
 from runtime.core.amendment import AMENDED_EVENT, amendment_sign
 from runtime.core.canonical import digest_bytes
-from runtime.core.checkpoint import Action, PendingAction, Phase
+from runtime.core.checkpoint import Action, PendingAction, Phase, RunState
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.evidence import approval_sign, approval_ttl_check
 from runtime.core.signing import TrustRoot
@@ -105,10 +105,15 @@ def proposed_arguments(*, run_id: str) -> tuple[PendingAction, dict[str, Any]]:
         AmendmentRefusedError: the run is not waiting for an approval, or its content is not text.
         CheckpointError: the committed checkpoint does not verify.
     """
+    _, pending = _waiting_state(run_id)
+    return pending, action_arguments(pending.action, blob=attachment_blob)
+
+
+def _waiting_state(run_id: str) -> tuple[RunState, PendingAction]:
     state = checkpoint_verify(run_id=run_id).state
     if state.phase != Phase.AWAITING_APPROVAL or state.pending is None:
         raise AmendmentRefusedError("the run is not waiting for an approval", run_id=run_id, phase=state.phase.value)
-    return state.pending, action_arguments(state.pending.action, blob=attachment_blob)
+    return state, state.pending
 
 
 def amendment_preview(*, run_id: str, arguments: Mapping[str, Any] | None = None) -> AmendmentPreview:
@@ -123,8 +128,8 @@ def amendment_preview(*, run_id: str, arguments: Mapping[str, Any] | None = None
         AmendmentPolicyError: the arguments are outside the run's policy or the adapter refuses them.
         AdapterError: the adapter could not be read (the diff needs it).
     """
-    pending, proposed = proposed_arguments(run_id=run_id)
-    state = checkpoint_verify(run_id=run_id).state
+    state, pending = _waiting_state(run_id)
+    proposed = action_arguments(pending.action, blob=attachment_blob) if arguments is None else {}
     adapter = adapter_for_run(Run.objects.get(run_id=run_id))
     fresh: dict[str, bytes] = {}
 

@@ -255,9 +255,11 @@ def approvals_waiting(*, run_ids: list[str] | None = None) -> list[WaitingApprov
         runs = runs.filter(run_id__in=run_ids)
     ids = list(runs.values_list("run_id", flat=True))
     diffs: dict[tuple[str, str], str] = {}
-    for run_id, payload in TraceEvent.objects.filter(run_id__in=ids, event_type="intent.proposed").values_list(
-        "run_id", "payload"
-    ):
+    # In trace order, so an amended action's diff (intent.amended, DESIGN.md section 6.11)
+    # replaces the proposed one under the same key.
+    for run_id, payload in TraceEvent.objects.filter(
+        run_id__in=ids, event_type__in=("intent.proposed", "intent.amended")
+    ).order_by("run_id", "seq").values_list("run_id", "payload"):
         if payload.get("dry_run_diff"):
             diffs[(run_id, payload.get("idempotency_key", ""))] = payload["dry_run_diff"]
     out = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 
 import pytest
 
@@ -11,6 +12,7 @@ from runtime.bundles.verification import bundle_verify
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
+from runtime.database.clock import db_now
 from runtime.decisions.amendments import amendment_preview, approval_amend, proposed_arguments
 from runtime.engine import run_advance, run_start
 from runtime.errors import AmendmentPolicyError, AmendmentRefusedError
@@ -137,3 +139,24 @@ def test_a_second_amend_after_approval_is_refused(story):
     _amend(story, content=AMENDED)
     with pytest.raises(AmendmentRefusedError, match="not waiting for an approval"):
         proposed_arguments(run_id=story.run_id)
+
+
+def test_an_amended_approval_that_expires_waits_again_with_the_amended_action_and_diff(story):
+    item = story.waiting()
+    _, arguments = proposed_arguments(run_id=story.run_id)
+    outcome = approval_amend(run_id=story.run_id, approver="olivia", arguments={**arguments, "content": AMENDED},
+                             proposed_intent_digest=item.intent_digest,
+                             environment_fingerprint=item.environment_fingerprint, ttl_seconds=1)
+    deadline = time.monotonic() + 60
+    while db_now() <= outcome.expires_at and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert db_now() > outcome.expires_at, "the approval did not expire by the database clock"
+
+    report = run_advance(run_id=story.run_id, worker="worker-b")
+
+    assert (report.phase, report.stop_reason) == ("awaiting_approval", "approval_expired")
+    again = story.waiting()
+    [amended] = TraceEvent.objects.filter(run_id=story.run_id, event_type="intent.amended")
+    assert again.intent_digest == outcome.amended_intent_digest
+    assert again.dry_run_diff == amended.payload["dry_run_diff"], "the queue shows the amended diff"
+    assert not (story.workspace / "limits.toml").exists() and story.effects_for(item.idempotency_key) == 0
