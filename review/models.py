@@ -28,6 +28,7 @@ class Dashboard(models.Model):
             ("approve_action", "Can approve a pending action"),
             ("deny_action", "Can deny a pending action"),
             ("refresh_approval", "Can refresh an expired approval"),
+            ("amend_action", "Can amend a pending action's arguments before approving it"),
             ("cancel_run", "Can cancel a run"),
             ("decide_case", "Can decide a review case (replan or abort)"),
             ("restart_run", "Can resume a run stopped for an infrastructure reason, or run a failed run again"),

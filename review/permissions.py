@@ -10,6 +10,7 @@ trace evidence browser      login      403       403       403        read
 evidence bundle download    login      403       403       403        read
 approvals queue             login      403       read      403        read
 approve / refresh / deny    login      403       POST      403        POST
+amend a waiting write       login      403       POST      403        POST
 cancel a run                login      403       POST      403        POST
 review cases, one case      login      403       403       read       read
 decide a case               login      403       403       POST       POST
@@ -58,6 +59,7 @@ class Perm(StrEnum):
     APPROVE_ACTION = "review.approve_action"
     DENY_ACTION = "review.deny_action"
     REFRESH_APPROVAL = "review.refresh_approval"
+    AMEND_ACTION = "review.amend_action"
     CANCEL_RUN = "review.cancel_run"
     DECIDE_CASE = "review.decide_case"
     RESTART_RUN = "review.restart_run"

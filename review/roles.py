@@ -1,6 +1,7 @@
 """The three dashboard roles as Django groups, defined in code (DESIGN.md section 6.6).
 
-* ``operator``: read runs and health; approve, deny, refresh approvals, cancel runs.
+* ``operator``: read runs and health; approve, deny, refresh approvals, amend a waiting write
+  before approving it, cancel runs.
 * ``reviewer``: read runs and health; decide review cases.
 * ``admin``: everything above, plus the trace evidence browser and read-only access to the
   runtime tables in the Django admin (every ``runtime.view_*`` permission). Members still need
@@ -43,6 +44,7 @@ ROLE_PERMS: dict[str, frozenset[Perm]] = {
             Perm.APPROVE_ACTION,
             Perm.DENY_ACTION,
             Perm.REFRESH_APPROVAL,
+            Perm.AMEND_ACTION,
             Perm.CANCEL_RUN,
             Perm.RESTART_RUN,
         }

@@ -5,6 +5,7 @@ that is missing from it."""
 from django.urls import path
 
 from review.views import (
+    amend,
     approvals,
     cases,
     health,
@@ -34,6 +35,8 @@ urlpatterns = [
     path("approvals/<str:run_id>/approve/", approvals.approval_approve, name="approve"),
     path("approvals/<str:run_id>/refresh/", approvals.approval_refresh, name="refresh"),
     path("approvals/<str:run_id>/deny/", approvals.approval_deny, name="deny"),
+    path("approvals/<str:run_id>/amend/", amend.approval_amend_page, name="approval-amend"),
+    path("approvals/<str:run_id>/amend/submit/", amend.approval_amend, name="amend"),
     path("cases/", cases.cases, name="cases"),
     path("cases/<str:case_id>/", cases.case_detail, name="case"),
     path("cases/<str:case_id>/decide/", cases.case_decide, name="decide"),

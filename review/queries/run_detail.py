@@ -116,8 +116,9 @@ def attachment_find(*, digest: str, user: Any, run_id: str = "") -> Attachment |
         return None
     if digest in {a.digest for a in checkpoint_committed(run_id=run_id).attachments}:
         return row
-    diffs = TraceEvent.objects.filter(run_id=run_id, event_type="intent.proposed").values_list(
-        "payload", flat=True)
+    # An amended action's diff is in its intent.amended event (DESIGN.md section 6.13).
+    diffs = TraceEvent.objects.filter(run_id=run_id, event_type__in=("intent.proposed", "intent.amended")
+                                      ).values_list("payload", flat=True)
     return row if any(p.get("dry_run_diff") == digest for p in diffs) else None
 
 

@@ -19,6 +19,7 @@ BOOKKEEPING = frozenset({"lease.acquired", "lease.released", "audit.effects"})
 
 STAGES = {
     "intent.proposed": "intent",
+    "intent.amended": "amendment",
     "approval.requested": "approval",
     "approval.granted": "approval",
     "approval.refreshed": "approval",

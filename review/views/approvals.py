@@ -61,6 +61,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
         "can_approve": user.has_perm(Perm.APPROVE_ACTION.value),
         "can_refresh": user.has_perm(Perm.REFRESH_APPROVAL.value),
         "can_deny": user.has_perm(Perm.DENY_ACTION.value),
+        "can_amend": user.has_perm(Perm.AMEND_ACTION.value),
         "scoped": not scope_sees_all(user=user),  # attachment links carry ?run=
     }
     if live["announce"]:

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from runtime.bundles.export import BUNDLE_PURPOSE, bundle_signed_message
+from runtime.core.amendment import AMENDED_EVENT, amendment_findings
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import SCHEMA_VERSION, ApprovalEvidence, LedgerHead, Receipt, SignedDecision
 from runtime.core.derived_rows import run_row_disagreement
@@ -350,6 +351,8 @@ def _check_loose_evidence(bundle: Mapping[str, Any], trust: BundleTrust) -> list
             item = payload.get(name)
             if isinstance(item, dict) and "approval_id" in item:
                 findings += _approval_finding(item, f"trace seq {event.get('seq')}", trust)
+        if event.get("event_type") == AMENDED_EVENT:  # signed record, both intents (DESIGN.md section 6.13)
+            findings += amendment_findings(payload, trust.approval, where=f"trace seq {event.get('seq')}")
         sealed = payload.get("sealed")
         if isinstance(sealed, dict) and isinstance(sealed.get("decision"), dict):
             findings += _decision_finding(sealed["decision"], f"trace seq {event.get('seq')}", trust)
@@ -398,10 +401,12 @@ def bundle_verify(bundle: Mapping[str, Any], keyring: Keyring | None = None, *,
         material). Checks: export signature and purpose; every checkpoint envelope hashes to its
         digest and parses (schema, invariants; HMAC with ``keyring``); every approval and
         decision inside verifies under its root's public keys and names the reviewer its key is
-        bound to; the committed envelope is the HWM's generation and digest and matches the run
-        identity; the trace chain recomputes from genesis to the run's recorded head and its
-        times never go backwards; receipt fingerprints; receipts and case decisions match the
-        committed checkpoint (DESIGN.md section 4.8).
+        bound to; every amendment's signed record binds the superseded and the amended action
+        and the approval of the amended intent (DESIGN.md section 6.13); the committed envelope
+        is the HWM's generation and digest and matches the run identity; the trace chain
+        recomputes from genesis to the run's recorded head and its times never go backwards;
+        receipt fingerprints; receipts and case decisions match the committed checkpoint
+        (DESIGN.md section 4.8).
 
     Raises:
         WrongTrustRootError: ``keyring`` is not the checkpoint trust root's.

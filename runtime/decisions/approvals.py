@@ -272,12 +272,16 @@ def approvals_waiting(*, run_ids: list[str] | None = None) -> list[WaitingApprov
     ids = list(runs.values_list("run_id", flat=True))
     diffs: dict[tuple[str, str], str] = {}
     proposed: dict[tuple[str, str], dict[str, Any]] = {}
-    for run_id, payload in TraceEvent.objects.filter(run_id__in=ids, event_type="intent.proposed").values_list(
-        "run_id", "payload"
-    ):
+    # In trace order, so an amended action's diff (intent.amended, DESIGN.md section 6.13)
+    # replaces the proposed one under the same key; who asked and why stay the proposal's.
+    for run_id, event_type, payload in TraceEvent.objects.filter(
+        run_id__in=ids, event_type__in=("intent.proposed", "intent.amended")
+    ).order_by("run_id", "seq").values_list("run_id", "event_type", "payload"):
+        key = (run_id, payload.get("idempotency_key", ""))
         if payload.get("dry_run_diff"):
-            diffs[(run_id, payload.get("idempotency_key", ""))] = payload["dry_run_diff"]
-            proposed[(run_id, payload.get("idempotency_key", ""))] = payload
+            diffs[key] = payload["dry_run_diff"]
+        if event_type == "intent.proposed":
+            proposed[key] = payload
     out = []
     now = db_now()
     for run_id in ids:

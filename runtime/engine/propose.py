@@ -36,6 +36,7 @@ from runtime.engine.approval_reasons import approval_asked_by, approval_rule
 from runtime.engine.complete import run_complete
 from runtime.engine.freeze import run_freeze, run_stop
 from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, PolicyViolationError
+from runtime.evidence.amendments import previous_write_amendment
 from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.evidence.trace import trace_append
 from runtime.planners.base import Done, PlannerStep, planner_state_check
@@ -75,6 +76,7 @@ def write_propose(session: RunSession) -> None:
         bind_run(run_id=run_id, get_blob=attachment_blob,
                  trace=lambda event_type, payload: trace_append(run_id=run_id, event_type=event_type,
                                                                 payload=payload))
+    _amendment_bind(session)
     try:
         # A copy: the planner must return its new state, never change the committed one in place.
         answer = session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),
@@ -184,6 +186,7 @@ def intent_fold(session: RunSession, obs: Observation) -> list[tuple[str, dict[s
     queued = len(session.within_commit)
     session.proposed_blobs.clear()
     try:
+        _amendment_bind(session)
         answer = session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),
                                          observation=obs,
                                          put_blob=lambda data: session_blob_put(session, data))
@@ -205,6 +208,15 @@ def intent_fold(session: RunSession, obs: Observation) -> list[tuple[str, dict[s
     state.pending = pending
     state.phase = transition(state.phase, Event.PROPOSE_WRITE)
     return [("intent.proposed", payload)]
+
+
+def _amendment_bind(session: RunSession) -> None:
+    """Tell a planner that takes it (optional hook ``bind_amendment``) whether the write at the
+    previous cursor ran with arguments an approver amended (DESIGN.md section 6.13). Read from the
+    trace the amendment was committed with, so every process tells the same; None otherwise."""
+    bind = getattr(session.planner, "bind_amendment", None)
+    if callable(bind):
+        bind(amendment=previous_write_amendment(run_id=session.run_id, state=session.state))
 
 
 class _NotNow(Exception):

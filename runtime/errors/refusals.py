@@ -118,6 +118,24 @@ class ApprovalTtlError(ApprovalRefusedError, ValueError):
     retryable = False
 
 
+class AmendmentRefusedError(ApprovalRefusedError):
+    """An approver's amendment of a waiting write was refused; the original still waits
+    (DESIGN.md section 6.13)."""
+
+    default_message = "amendment refused: the original action still waits for an approval"
+    hint = "look at the waiting action again; amend it within the run's policy, or approve or deny it as proposed"
+    retryable = False
+
+
+class AmendmentPolicyError(AmendmentRefusedError):
+    """The amended arguments break the run's policy or the adapter's own checks (a path outside
+    ``allowed_paths``, an action kind the policy does not allow, content too large, a target the
+    adapter refuses); nothing changed (DESIGN.md section 6.13)."""
+
+    default_message = "the amended action is outside the run's policy"
+    hint = "change the arguments so they stay within the policy the run was started with (paths, sizes, kinds)"
+
+
 class DecisionRefusedError(RefusedError):
     default_message = "reviewer decision refused: the run stays frozen"
     hint = "the refusal is in the run's trace; look at the case again and sign a fresh decision"

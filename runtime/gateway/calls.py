@@ -38,6 +38,7 @@ from runtime.errors import (
     LeaseLostError,
     StaleGenerationError,
 )
+from runtime.evidence.amendments import amendment_for
 from runtime.gateway.sessions import session_forget, session_keep, session_reuse, sessions_enabled
 from runtime.gateway.tokens import token_admit
 from runtime.gateway.tools import (
@@ -76,6 +77,10 @@ class CallResult(BaseModel):
         "the absolute address of the dashboard page where a human approves (RATCHET_PUBLIC_BASE_URL)"))
     stop_reason: str | None = None
     detail: str | None = None
+    amended: dict[str, JsonValue] | None = Field(default=None, description=(
+        "present when an approver amended the call's arguments before approving (DESIGN.md section 6.13): "
+        "the write executed with amended.executed (kind, target, params), not with the arguments sent; "
+        "amended.proposed is what the call proposed, amended.amended_by and amended.note who and why"))
 
     def as_json(self) -> dict[str, Any]:
         """The result as the MCP server returns it (fields without a value left out)."""
@@ -214,9 +219,12 @@ def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
     executed = state_ledger(state).executed(key)
     if executed is None:
         raise _stopped(state, run_id, call_id)
+    amendment = amendment_for(run_id=run_id, idempotency_key=key)
     return CallResult(status="executed", run_id=run_id, call_id=call_id, phase=phase.value, idempotency_key=key,
                       intent_digest=executed.intent_digest, receipt=executed.receipt.model_dump(mode="json"),
-                      repeated=not call.proposed, stop_reason=_reason(state))
+                      repeated=not call.proposed, stop_reason=_reason(state),
+                      amended=amendment.as_json() if amendment is not None
+                      and amendment.executed_intent_digest == executed.intent_digest else None)
 
 
 def _reason(state: RunState) -> str | None:

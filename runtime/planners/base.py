@@ -105,6 +105,13 @@ class Planner(Protocol):
     model call, no trace of its own); the engine then asks it for the next write while it
     settles the last one, and commits the receipt and the next intent in one checkpoint
     (DESIGN.md section 4.13). Without it, every proposal gets a checkpoint of its own.
+
+    Optional: a method ``bind_amendment(*, amendment)`` is called before every proposal with a
+    :class:`~runtime.core.amendment.WriteAmendment` when the write this planner proposed at the
+    previous cursor executed with arguments an approver amended (what was proposed, what ran,
+    who amended it and why), and with None otherwise (DESIGN.md section 6.13). The amendment is
+    read from the committed trace, so a proposal asked again after a crash is told the same; a
+    planner that keeps a conversation (chat-tools) puts it in the result of that step.
     """
 
     def init_state(self) -> PlannerState:

@@ -14,6 +14,7 @@ from django.test import Client
 from django.urls import URLPattern, get_resolver, reverse
 
 import review.notifications.subscriptions
+import runtime.decisions.amendments
 import runtime.decisions.approvals
 import runtime.decisions.cancellation
 import runtime.decisions.reviews
@@ -24,6 +25,7 @@ import runtime.rollout.combinations
 from review.forms import binding_token
 from review.permissions import Perm
 from runtime.core.evidence import DECISION_BOUND_FIELDS
+from runtime.decisions.amendments import AmendmentOutcome
 from runtime.decisions.approvals import ApprovalOutcome
 from runtime.decisions.reviews import DecisionOutcome
 from runtime.evidence.attachments import attachment_put
@@ -47,6 +49,7 @@ MATRIX: dict[str, tuple[dict[str, int], tuple[str, ...]]] = {
     "health": (READ, ()),
     "run-bundle": (TRACE, ()),
     "approvals": (OPERATE, ("approvals",)),
+    "approval-amend": (OPERATE, ()),
     "cases": (DECIDE, ("cases",)),
     "case": (DECIDE, ()),
     "run-tokens": (OPERATE, ()),
@@ -67,6 +70,7 @@ ACTIONS: dict[str, dict[str, int]] = {
     "approve": {**OPERATE, "operator": 303, "admin": 303},
     "refresh": {**OPERATE, "operator": 303, "admin": 303},
     "deny": {**OPERATE, "operator": 303, "admin": 303},
+    "amend": {**OPERATE, "operator": 303, "admin": 303},
     "run-cancel": {**OPERATE, "operator": 303, "admin": 303},
     "run-resume": {**OPERATE, "operator": 303, "admin": 303},
     "run-again": {**OPERATE, "operator": 303, "admin": 303},
@@ -97,6 +101,8 @@ EXPECTED_PERMISSION = {
     "health": Perm.VIEW_RUNS,
     "run-bundle": Perm.VIEW_TRACE,
     "approvals": Perm.APPROVE_ACTION,
+    "approval-amend": Perm.AMEND_ACTION,
+    "amend": Perm.AMEND_ACTION,
     "cases": Perm.DECIDE_CASE,
     "case": Perm.DECIDE_CASE,
     "run-tokens": Perm.CANCEL_RUN,
@@ -152,6 +158,8 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "approve": reverse("review:approve", args=["run-matrix"]),
         "refresh": reverse("review:refresh", args=["run-matrix"]),
         "deny": reverse("review:deny", args=["run-matrix"]),
+        "approval-amend": reverse("review:approval-amend", args=["run-matrix"]),
+        "amend": reverse("review:amend", args=["run-matrix"]),
         "run-cancel": reverse("review:run-cancel", args=["run-matrix"]),
         "run-resume": reverse("review:run-resume", args=["run-matrix"]),
         "run-again": reverse("review:run-again", args=["run-matrix"]),
@@ -204,6 +212,9 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
     monkeypatch.setattr(runtime.decisions.approvals, "approval_grant", grant)
     monkeypatch.setattr(runtime.decisions.approvals, "approval_refresh", grant)
     monkeypatch.setattr(runtime.decisions.approvals, "approval_deny", deny)
+    monkeypatch.setattr(runtime.decisions.amendments, "approval_amend", lambda **kw: calls.append(
+        ("approval", kw)) or AmendmentOutcome(kw["run_id"], "amended", "amd_1", "appr_1", now, "sha256:" + "a" * 64,
+                                              "sha256:" + "b" * 64, "pending"))
     monkeypatch.setattr(runtime.decisions.cancellation, "run_request_cancel",
                         lambda **kw: calls.append(("cancel", kw)))
     monkeypatch.setattr(runtime.decisions.second_chances, "run_resume_request", lambda **kw: calls.append(
@@ -241,6 +252,9 @@ def _action_data(name: str) -> dict[str, str]:
         return {"environment_fingerprint": "sha256:" + "a" * 64}
     if name == "deny":
         return {"reason": "not today"}
+    if name == "amend":
+        return {"arguments": "{}", "proposed_intent_digest": "sha256:" + "a" * 64,
+                "environment_fingerprint": "sha256:" + "a" * 64, "step": "confirm"}
     if name == "admission-threshold":
         return {"name": "max_duplicates", "value": "2", "reason": "matrix", "confirm": "yes"}
     if name in ("admission-reopen", "combination-promote", "combination-rollback"):

@@ -27,6 +27,7 @@ def test_it_creates_the_operator_reviewer_and_admin_groups() -> None:
         "review.approve_action",
         "review.deny_action",
         "review.refresh_approval",
+        "review.amend_action",
         "review.cancel_run",
         "review.restart_run",
     }

@@ -62,6 +62,9 @@ class CallResult:
     detail: str | None = None
     waiting_for: str | None = None
     """While ``waiting_for_approval`` because *another* call waits: that call's idempotency key."""
+    amended: dict[str, Any] | None = None
+    """When an approver amended the call before approving: ``proposed`` and ``executed`` actions,
+    ``amended_by``, ``note`` (the write ran with ``executed``, not with the arguments sent)."""
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> CallResult:
@@ -69,7 +72,7 @@ class CallResult:
                    phase=str(body.get("phase", "")), idempotency_key=body.get("idempotency_key"),
                    intent_digest=body.get("intent_digest"), receipt=body.get("receipt"),
                    repeated=bool(body.get("repeated", False)), approval_url=body.get("approval_url"),
-                   stop_reason=body.get("stop_reason"), detail=body.get("detail"))
+                   stop_reason=body.get("stop_reason"), detail=body.get("detail"), amended=body.get("amended"))
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,13 @@ from runtime.decisions.approvals import (
 )
 from runtime.demo.services import STATE_FILE, TOKEN_ENV
 from runtime.errors import AdapterError, HttpCredentialExpiredError, RatchetError
+from runtime.management.approvals_amend import amend_handle, amend_parser_add
 from runtime.management.cli_numbers import seconds
 
 
 class Command(BaseCommand):
-    help = "Approvals: `list`, `approve RUN_ID`, `refresh RUN_ID`, `deny RUN_ID --reason TEXT`."
+    help = ("Approvals: `list`, `approve RUN_ID`, `refresh RUN_ID`, `deny RUN_ID --reason TEXT`, "
+            "`amend RUN_ID --set KEY=VALUE`.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -46,6 +48,7 @@ class Command(BaseCommand):
         deny.add_argument("run_id")
         deny.add_argument("--approver", required=True)
         deny.add_argument("--reason", required=True)
+        amend_parser_add(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -56,6 +59,9 @@ class Command(BaseCommand):
             if action == "list":
                 for item in approvals_waiting():
                     self.stdout.write(json.dumps(item.as_dict(), sort_keys=True, default=str))
+                return
+            if action == "amend":
+                self.stdout.write(amend_handle(options, self.stdout))
                 return
             if action == "deny":
                 outcome = approval_deny(run_id=options["run_id"], approver=options["approver"],
@@ -79,7 +85,7 @@ def adapter_blocked(*, run_id: str, action: str, error: AdapterError) -> str:
     The adapter error's own hint speaks of a run the engine froze, which this run is not; so the
     message is built from its text and context (never a credential's value) and says what to set.
     """
-    done = {"approve": "approved", "refresh": "refreshed", "deny": "denied"}.get(action, "decided")
+    done = {"approve": "approved", "refresh": "refreshed", "deny": "denied", "amend": "amended"}.get(action, "decided")
     head = (f"nothing was {done}: run {run_id} is still awaiting approval and nothing was written. The run's "
             f"adapter could not check the pending write from this shell ({type(error).__name__}: {error.message}).")
     variable = error.context.get("variable")

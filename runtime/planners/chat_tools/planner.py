@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.amendment import WriteAmendment
 from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import Risk
 from runtime.core.crashpoints import crash_point, register
@@ -93,6 +94,7 @@ class ChatToolsPlanner:
         self._run_id: str | None = None
         self._ask = ask or model_ask
         self._sleep = sleep
+        self._amendment: WriteAmendment | None = None
 
     @property
     def pins(self) -> dict[str, str]:
@@ -113,6 +115,14 @@ class ChatToolsPlanner:
             self._trace = trace
         if get_blob is not None and self._get_blob is _unbound_blob:
             self._get_blob = get_blob
+
+    def bind_amendment(self, *, amendment: WriteAmendment | None) -> None:
+        """Be told, before a proposal, that the previous write ran amended (or None: as proposed).
+
+        The model then reads, in that write's tool result, that an approver changed the arguments,
+        who, why, and the arguments that executed (DESIGN.md section 6.13).
+        """
+        self._amendment = amendment
 
     def init_state(self) -> PlannerState:
         """``{"kind", "pins", "usage", "cursor": -1, "reply": None, "transcript": None}``."""
@@ -151,12 +161,12 @@ class ChatToolsPlanner:
         if last != cursor - 1:
             raise PlannerStateError(f"chat-tools planner state records the reply of step {last}, "
                                     f"the engine asks for step {cursor}")
-        messages = self._messages(planner_state, observation)
+        messages = self._messages(planner_state, observation, cursor=cursor)
         return self._ask_model(cursor, messages, usage, dict(planner_state), put_blob)
 
     # -- the conversation ---------------------------------------------------------------------
 
-    def _messages(self, state: Mapping[str, Any], observation: Observation) -> list[dict[str, Any]]:
+    def _messages(self, state: Mapping[str, Any], observation: Observation, *, cursor: int) -> list[dict[str, Any]]:
         if state.get("transcript") is None:
             seen = {"adapter": observation.kind, "instance": observation.instance_id, "version": observation.version}
             return [{"role": "system", "content": self._options.system_prompt},
@@ -166,8 +176,31 @@ class ChatToolsPlanner:
         call_id = _last_call_id(messages)
         # The engine only asks for the next cursor after the previous write executed (or was
         # reconciled), so its result is "executed" at the version observed now.
-        result = {"status": "executed", "environment_version": observation.version}
+        result: dict[str, Any] = {"status": "executed", "environment_version": observation.version}
+        amendment = self._amendment
+        if amendment is not None and amendment.cursor == cursor - 1:
+            result["amended"] = self._amended(amendment)
         return [*messages, {"role": "tool", "tool_call_id": call_id, "content": canonical_json(result).decode()}]
+
+    def _amended(self, amendment: WriteAmendment) -> dict[str, Any]:
+        """The tool result's ``amended`` object: the executed action in the tool's own argument
+        shape (file content as text), so the model sees what ran instead of its call."""
+        executed = amendment.executed
+        kind = str(executed.get("kind", ""))
+        params = executed.get("params") or {}
+        if kind == "write_file":
+            content = recorded(self._get_blob, str(params.get("content")), what="amended content")
+            arguments: dict[str, Any] = {"path": executed.get("target", ""),
+                                         "content": content.decode("utf-8", errors="replace"),
+                                         "executable": bool(params.get("executable", False))}
+        elif kind == "delete_file":
+            arguments = {"path": executed.get("target", "")}
+        else:
+            arguments = {"target": executed.get("target", ""), "params": params}
+        return {"by": amendment.amended_by, "reason": amendment.note,
+                "detail": "an approver changed the arguments of your call before approving it: the write "
+                          "executed with executed_arguments, not with the arguments you proposed",
+                "executed_arguments": arguments}
 
     def _replay(self, cursor: int, state: dict[str, Any], put_blob: PutBlob) -> PlannerStep:
         raw = recorded(self._get_blob, str(state["reply"]), what="reply")
