@@ -4,7 +4,18 @@ that is missing from it."""
 
 from django.urls import path
 
-from review.views import approvals, cases, health, notifications, passkeys, rollout, runs, tokens, trace
+from review.views import (
+    approvals,
+    approvals_batch,
+    cases,
+    health,
+    notifications,
+    passkeys,
+    rollout,
+    runs,
+    tokens,
+    trace,
+)
 
 app_name = "review"
 urlpatterns = [
@@ -18,6 +29,7 @@ urlpatterns = [
     path("health/", health.health, name="health"),
     path("workers/", health.workers, name="workers"),
     path("approvals/", approvals.approvals, name="approvals"),
+    path("approvals/batch/", approvals_batch.approvals_batch, name="approvals-batch"),
     path("approvals/<str:run_id>/approve/", approvals.approval_approve, name="approve"),
     path("approvals/<str:run_id>/refresh/", approvals.approval_refresh, name="refresh"),
     path("approvals/<str:run_id>/deny/", approvals.approval_deny, name="deny"),

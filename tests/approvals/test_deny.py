@@ -3,7 +3,7 @@
 import pytest
 
 from runtime.checkpoints.protocol import checkpoint_verify
-from runtime.decisions.approvals import approval_deny
+from runtime.decisions.denials import approval_deny
 from runtime.engine import run_advance
 from runtime.models import TraceEvent
 

@@ -15,7 +15,9 @@ from django.urls import URLPattern, get_resolver, reverse
 
 import review.notifications.subscriptions
 import runtime.decisions.approvals
+import runtime.decisions.batch
 import runtime.decisions.cancellation
+import runtime.decisions.denials
 import runtime.decisions.reviews
 import runtime.rollout.admission
 import runtime.rollout.admission_thresholds
@@ -66,6 +68,7 @@ ACTIONS: dict[str, dict[str, int]] = {
     "approve": {**OPERATE, "operator": 303, "admin": 303},
     "refresh": {**OPERATE, "operator": 303, "admin": 303},
     "deny": {**OPERATE, "operator": 303, "admin": 303},
+    "approvals-batch": {**OPERATE, "operator": 303, "admin": 303},
     "run-cancel": {**OPERATE, "operator": 303, "admin": 303},
     "decide": {**DECIDE, "reviewer": 303, "admin": 303},
     "admission-threshold": {**TRACE, "admin": 303},
@@ -109,6 +112,7 @@ EXPECTED_PERMISSION = {
     "approve": Perm.APPROVE_ACTION,
     "refresh": Perm.REFRESH_APPROVAL,
     "deny": Perm.DENY_ACTION,
+    "approvals-batch": Perm.APPROVE_ACTION,
     "run-cancel": Perm.CANCEL_RUN,
     "decide": Perm.DECIDE_CASE,
     "rollout": Perm.VIEW_TRACE,
@@ -147,6 +151,7 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "approve": reverse("review:approve", args=["run-matrix"]),
         "refresh": reverse("review:refresh", args=["run-matrix"]),
         "deny": reverse("review:deny", args=["run-matrix"]),
+        "approvals-batch": reverse("review:approvals-batch"),
         "run-cancel": reverse("review:run-cancel", args=["run-matrix"]),
         "decide": reverse("review:decide", args=["case-matrix"]),
         "run-tokens": reverse("review:run-tokens", args=["run-matrix"]),
@@ -196,7 +201,13 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
 
     monkeypatch.setattr(runtime.decisions.approvals, "approval_grant", grant)
     monkeypatch.setattr(runtime.decisions.approvals, "approval_refresh", grant)
-    monkeypatch.setattr(runtime.decisions.approvals, "approval_deny", deny)
+    monkeypatch.setattr(runtime.decisions.denials, "approval_deny", deny)
+
+    def batch(**kwargs):  # type: ignore[no-untyped-def]
+        calls.append(("approval", kwargs))
+        return [runtime.decisions.batch.BatchResult(i.run_id, True, "granted", "pending") for i in kwargs["items"]]
+
+    monkeypatch.setattr(runtime.decisions.batch, "approvals_batch_decide", batch)
     monkeypatch.setattr(runtime.decisions.cancellation, "run_request_cancel",
                         lambda **kw: calls.append(("cancel", kw)))
     monkeypatch.setattr(runtime.decisions.reviews, "decision_sign_for", sign)
@@ -230,6 +241,8 @@ def _action_data(name: str) -> dict[str, str]:
         return {"environment_fingerprint": "sha256:" + "a" * 64}
     if name == "deny":
         return {"reason": "not today"}
+    if name == "approvals-batch":
+        return {"decision": "approve", "item": f"run-matrix|sha256:{'b' * 64}|sha256:{'a' * 64}"}
     if name == "admission-threshold":
         return {"name": "max_duplicates", "value": "2", "reason": "matrix", "confirm": "yes"}
     if name in ("admission-reopen", "combination-promote", "combination-rollback"):
