@@ -57,8 +57,8 @@ def approvals_batch(request: HttpRequest) -> HttpResponse:
 
 def _report(request: HttpRequest, results: list[BatchResult]) -> None:
     done = sum(1 for r in results if r.ok)
-    lines = format_html_join("", '<li data-batch-run="{}" data-batch-ok="{}"><span class="mono">{}</span>: {}</li>',
-                             ((r.run_id, "yes" if r.ok else "no", r.run_id,
+    lines = format_html_join("", '<li data-batch-run="{}" data-batch-ok="{}"><a class="mono" href="{}">{}</a>: {}</li>',
+                             ((r.run_id, "yes" if r.ok else "no", reverse("review:run", args=[r.run_id]), r.run_id,
                                WORDS.get(r.outcome, r.outcome) if r.ok else f"not decided: {r.message}")
                               for r in results))
     text = format_html('{} of {} decided.{} <ul class="batch-results">{}</ul>', done, len(results),
