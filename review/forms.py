@@ -40,12 +40,27 @@ class ApprovalForm(forms.Form):
         regex=r"^sha256:[0-9a-f]{64}$", widget=forms.HiddenInput,
         error_messages={"invalid": "the page's environment fingerprint is malformed; reload it"},
     )
+    comment = forms.CharField(max_length=2000, strip=True, required=False)
+    """Approve only: an optional comment, signed into the approval (DESIGN.md section 6.15)."""
+
+
+DENY_MODES = [("stop", "Deny and stop the run"), ("continue", "Deny and let the agent try something else")]
+"""The two ways to deny (DESIGN.md section 6.14); ``stop`` is what a form without a choice does."""
 
 
 class DenyForm(forms.Form):
-    """Deny a pending action: a reason is required (it lands in the trace and the stop detail)."""
+    """Deny a pending action: a reason is required (it lands in the trace and the stop detail, or
+    reaches the planner as the write's outcome); ``mode`` is one of :data:`DENY_MODES`; the
+    fingerprint and intent digest the page showed bind the denial when present."""
 
     reason = forms.CharField(max_length=500, strip=True)
+    mode = forms.ChoiceField(choices=DENY_MODES, required=False)
+    environment_fingerprint = forms.RegexField(regex=r"^sha256:[0-9a-f]{64}$", required=False)
+    intent_digest = forms.RegexField(regex=r"^sha256:[0-9a-f]{64}$", required=False)
+
+    def deny_mode(self) -> str:
+        """The chosen mode (``stop`` when none was chosen)."""
+        return self.cleaned_data.get("mode") or "stop"
 
 
 class CaseFilterForm(forms.Form):

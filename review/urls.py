@@ -7,6 +7,7 @@ from django.urls import path
 from review.views import (
     amend,
     approvals,
+    approvals_batch,
     cases,
     health,
     notifications,
@@ -32,6 +33,7 @@ urlpatterns = [
     path("health/", health.health, name="health"),
     path("workers/", health.workers, name="workers"),
     path("approvals/", approvals.approvals, name="approvals"),
+    path("approvals/batch/", approvals_batch.approvals_batch, name="approvals-batch"),
     path("approvals/<str:run_id>/approve/", approvals.approval_approve, name="approve"),
     path("approvals/<str:run_id>/refresh/", approvals.approval_refresh, name="refresh"),
     path("approvals/<str:run_id>/deny/", approvals.approval_deny, name="deny"),

@@ -25,6 +25,8 @@ STAGES = {
     "approval.refreshed": "approval",
     "approval.expired": "approval",
     "approval.refused": "approval",
+    "approval.denied": "approval",
+    "approval.denied_with_feedback": "approval",
     "write.executed": "execute + receipt",
     "write.reconciled": "execute + receipt",
     "write.outcome_unknown": "execute",

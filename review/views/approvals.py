@@ -27,6 +27,7 @@ from review.scope import scope_run_check, scope_sees_all
 from review.views.common import page_render, poll_context, see_other
 from review.views.errors import ACTION_ERRORS, Action, action_failed, not_found_is_404
 from runtime.decisions import approvals as approval_service
+from runtime.decisions import denials as denial_service
 from runtime.decisions.approvals import ApprovalOutcome
 
 
@@ -80,7 +81,8 @@ def _grant(request: HttpRequest, run_id: str, *, refresh: bool) -> HttpResponse:
         messages.error(request, form.errors["environment_fingerprint"][0])
         return see_other(action.back)
     call = approval_service.approval_refresh if refresh else approval_service.approval_grant
-    rule = {} if refresh else {"may_refresh": request.user.has_perm(Perm.REFRESH_APPROVAL.value)}
+    rule = {} if refresh else {"may_refresh": request.user.has_perm(Perm.REFRESH_APPROVAL.value),
+                               "comment": form.cleaned_data.get("comment") or None}
     try:
         outcome = call(run_id=run_id, approver=request.user.get_username(),
                        environment_fingerprint=form.cleaned_data["environment_fingerprint"], **rule)
@@ -123,19 +125,25 @@ def approval_refresh(request: HttpRequest, run_id: str) -> HttpResponse:
 @require_POST
 @not_found_is_404
 def approval_deny(request: HttpRequest, run_id: str) -> HttpResponse:
-    """Deny the pending write with a reason (``approval_deny``): it never runs and the run ends
-    failed; if it had already committed, the runtime reconciles it and refuses the denial."""
+    """Deny the pending write with a reason (``approval_deny``): it never runs; the run ends
+    failed, or with mode ``continue`` the reason is the write's outcome for the planner and the
+    run goes on (DESIGN.md section 6.14). Bound to the fingerprint and intent digest the page
+    showed; if the write had already committed, the runtime reconciles it and refuses the denial."""
     scope_run_check(user=request.user, run_id=run_id)  # DESIGN.md section 6.6, before any read
     action = _action("deny", run_id, unchanged="nothing was denied")
     form = DenyForm(request.POST)
     if not form.is_valid():
         messages.error(request, "A denial needs a reason (at most 500 characters). Nothing was changed.")
         return see_other(action.back)
+    data = form.cleaned_data
     try:
-        outcome = approval_service.approval_deny(
-            run_id=run_id, approver=request.user.get_username(), reason=form.cleaned_data["reason"])
+        outcome = denial_service.approval_deny(
+            run_id=run_id, approver=request.user.get_username(), reason=data["reason"], mode=form.deny_mode(),
+            environment_fingerprint=data.get("environment_fingerprint") or None,
+            intent_digest=data.get("intent_digest") or None)
     except ACTION_ERRORS as exc:
         return action_failed(request, exc, action)
+    told = " The agent is told your reason and plans something else." if form.deny_mode() == "continue" else ""
     messages.success(request, format_html(
-        "Denied: the write will not run and the run is now <strong>{}</strong>.", outcome.phase))
+        "Denied: the write will not run and the run is now <strong>{}</strong>.{}", outcome.phase, told))
     return see_other(action.result)

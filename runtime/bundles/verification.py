@@ -4,8 +4,8 @@
 roots' public keys, from the configuration or a public-key file an auditor was handed), no
 database and no secret: it checks the export signature, parses every checkpoint envelope and
 checks its digest, schema and invariants (and its HMAC too when the verifier also holds the
-checkpoint key), checks the committed envelope against the recorded HWM, verifies every approval
-and reviewer decision inside every checkpoint, case and trace event with the public keys,
+checkpoint key), checks the committed envelope against the recorded HWM, verifies every approval,
+denial and reviewer decision inside every checkpoint, ledger, case and trace event with the public keys,
 recomputes the trace hash chain with ``runtime.evidence.trace.event_hash`` up to the recorded head, checks
 that the trace's times never go backwards, and re-derives every receipt fingerprint. Anything that
 fails is a *finding*; an empty list means the bundle verifies. The format is ``runtime.bundles.export``.
@@ -30,6 +30,7 @@ from runtime.bundles.export import BUNDLE_PURPOSE, bundle_signed_message
 from runtime.core.amendment import AMENDED_EVENT, amendment_findings
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import SCHEMA_VERSION, ApprovalEvidence, LedgerHead, Receipt, SignedDecision
+from runtime.core.denial_evidence import denial_problem
 from runtime.core.derived_rows import run_row_disagreement
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
 from runtime.core.evidence import (
@@ -359,7 +360,22 @@ def _check_loose_evidence(bundle: Mapping[str, Any], trust: BundleTrust) -> list
     for case in bundle["review_cases"]:
         if isinstance(case.get("decision"), dict):
             findings += _decision_finding(case["decision"], f"review case {case.get('case_id')}", trust)
-    return findings
+    return findings + _denial_findings(bundle, trust)
+
+
+def _denial_findings(bundle: Mapping[str, Any], trust: BundleTrust) -> list[str]:
+    """Signed denials (DESIGN.md section 6.14) in the ledger (filed under their own key, for this
+    run; the chain check covers which entries there are) and in the trace's denial events."""
+    run_id = bundle["run"]["run_id"]
+    found = [(f"ledger entry {e.get('seq')}", denial_problem(json.loads(e["body"]), keyring=trust.approval,
+                                                              run_id=run_id, key=e.get("key")))
+             for e in bundle.get("ledger", []) if e.get("kind") == LedgerKind.DENIED_WRITE]
+    for event in bundle["trace"]:
+        payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+        if "denial" in payload:
+            found.append((f"trace seq {event.get('seq')}", denial_problem(payload["denial"], keyring=trust.approval,
+                                                                          run_id=run_id)))
+    return [f"{where}: {problem}" for where, problem in found if problem]
 
 
 def _approval_finding(data: Mapping[str, Any], where: str, trust: BundleTrust) -> list[str]:

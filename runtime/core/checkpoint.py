@@ -223,6 +223,22 @@ class ApprovalEvidence(Strict):
     nonce: Ident
     key_id: Ident
     mac: Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{64}|[0-9a-f]{128})$")]
+    comment: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    """The approver's optional comment, signed with the rest (DESIGN.md section 6.15). Left out of
+    the bytes when None, so evidence signed before the field existed keeps its signature."""
+
+    @model_validator(mode="after")
+    def _absent_comment_is_complete(self) -> ApprovalEvidence:
+        # An absent comment means "signed without one", not a lost default (see SignedDecision).
+        self.__pydantic_fields_set__.add("comment")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_comment(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("comment", "") is None:
+            del data["comment"]
+        return data
 
 
 class PendingAction(Strict):

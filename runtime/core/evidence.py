@@ -57,7 +57,7 @@ def new_nonce() -> str:
 def approval_sign(*, keyring: Keyring, run_id: str, idempotency_key: str, intent_digest: str,
                   environment_instance_id: str, environment_fingerprint: str, environment_version: str,
                   approver: str, ttl_seconds: float, now: datetime | None = None,
-                  max_ttl_seconds: float | None = None) -> ApprovalEvidence:
+                  max_ttl_seconds: float | None = None, comment: str | None = None) -> ApprovalEvidence:
     """Issue approval evidence bound to one action and one environment state.
 
     Args:
@@ -66,6 +66,8 @@ def approval_sign(*, keyring: Keyring, run_id: str, idempotency_key: str, intent
             ``expires_at = issued_at + ttl``.
         now: issue time (UTC); the caller passes the database clock (DESIGN.md section 4.7).
         max_ttl_seconds: the configured maximum validity (None: no maximum).
+        comment: the approver's optional comment (at most 2,000 characters), signed with the
+            rest; None or empty: none (DESIGN.md section 6.15).
 
     Raises:
         WrongTrustRootError: ``keyring`` is not the approval root's.
@@ -75,7 +77,7 @@ def approval_sign(*, keyring: Keyring, run_id: str, idempotency_key: str, intent
     """
     approval_ttl_check(ttl_seconds, max_ttl_seconds=max_ttl_seconds)
     issued = now or datetime.now(UTC)
-    fields = {
+    fields: dict[str, Any] = {
         "approval_id": f"appr_{secrets.token_hex(12)}",
         "run_id": run_id,
         "idempotency_key": idempotency_key,
@@ -88,6 +90,8 @@ def approval_sign(*, keyring: Keyring, run_id: str, idempotency_key: str, intent
         "expires_at": issued + timedelta(seconds=ttl_seconds),
         "nonce": new_nonce(),
     }
+    if comment:
+        fields["comment"] = comment
     return _sign(ApprovalEvidence, fields, keyring, TrustRoot.APPROVAL)
 
 

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from runtime.core.canonical import DigestKind, canonical_json, digest
 from runtime.core.checkpoint import ExecutedWrite, LedgerHead, RunState
+from runtime.core.denial_evidence import DenialEvidence
 from runtime.errors import (
     CheckpointInvariantError,
     LedgerChainError,
@@ -48,6 +49,9 @@ class LedgerKind(StrEnum):
     """key: an approval or decision nonce that was used; body: ``{"nonce": ...}``."""
     QUARANTINED_KEY = "quarantined_key"
     """key: an idempotency key a reviewer's replan retired; body: ``{"idempotency_key": ...}``."""
+    DENIED_WRITE = "denied_write"
+    """key: the idempotency key of a write a person denied; body: the signed
+    :class:`~runtime.core.denial_evidence.DenialEvidence` (DESIGN.md section 6.14)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,11 @@ class LedgerView:
         """Whether idempotency ``key`` was quarantined by a reviewer's replan."""
         return self._find(LedgerKind.QUARANTINED_KEY, key) is not None
 
+    def denied(self, key: str) -> DenialEvidence | None:
+        """The signed denial of the write under idempotency ``key``, or None."""
+        body = self._find(LedgerKind.DENIED_WRITE, key)
+        return None if body is None else DenialEvidence.model_validate_json(body)
+
     def executed_writes(self) -> list[ExecutedWrite]:
         """Every executed write, committed and staged, in order (reads the whole ledger: for
         audits and bundles, not for the step loop)."""
@@ -224,6 +233,17 @@ class LedgerView:
         if self.nonce_consumed(nonce):
             raise LedgerEntryError("a consumed nonce appears twice", run_id=self.run_id)
         self.staged.append((LedgerKind.CONSUMED_NONCE, nonce, canonical_json({"nonce": nonce})))
+
+    def record_denied(self, evidence: DenialEvidence) -> None:
+        """Stage a signed denial under its idempotency key.
+
+        Raises:
+            LedgerEntryError: the key was executed or already denied.
+        """
+        key = evidence.idempotency_key
+        if self.executed(key) is not None or self.denied(key) is not None:
+            raise LedgerEntryError(f"idempotency key {key} was already executed or denied", run_id=self.run_id)
+        self.staged.append((LedgerKind.DENIED_WRITE, key, canonical_json(evidence.model_dump(mode="json"))))
 
     def quarantine_key(self, key: str) -> None:
         """Stage a quarantined idempotency key (a no-op if it already is)."""

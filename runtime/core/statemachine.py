@@ -13,6 +13,7 @@ The table, beyond the rows drawn in DESIGN.md section 6::
     pending           --approval_expired-->  awaiting_approval expiry is not corruption: freeze
     awaiting_approval --approved-->          pending           fresh approval bound to the action
     awaiting_approval --deny-->              failed            a human refused the write
+    awaiting_approval --deny_continue-->     running           refused with feedback: plan the next write
     pending           --executed-->          running           no receipt: executed once
     pending           --reconciled-->        running           same key and intent: receipt reused
     awaiting_approval --reconciled-->        running           a receipt proves it committed
@@ -54,6 +55,8 @@ class Event(StrEnum):
     """The approval expired before the write ran; the pending action stays frozen."""
     DENY = "deny"
     """A human refused the pending write."""
+    DENY_CONTINUE = "deny_continue"
+    """A human refused the pending write and let the run plan another (DESIGN.md section 6.14)."""
     EXECUTED = "executed"
     """The adapter executed the write once with its original key and returned a receipt."""
     RECONCILED = "reconciled"
@@ -121,6 +124,7 @@ _TABLE: dict[Phase, dict[Event, Phase]] = {
         Event.APPROVED: Phase.PENDING,
         Event.APPROVAL_EXPIRED: Phase.AWAITING_APPROVAL,
         Event.DENY: Phase.FAILED,
+        Event.DENY_CONTINUE: Phase.RUNNING,
         Event.RECONCILED: Phase.RUNNING,
         Event.RECEIPT_CONFLICT: Phase.NEEDS_REVIEW,
         **_FREEZE,

@@ -1,4 +1,4 @@
-"""Approvals: grant, refresh and deny the write a run waits on, and the queue of such runs (DESIGN.md section 6).
+"""Approvals: grant and refresh the write a run waits on, and the queue of such runs (DESIGN.md section 6).
 
 A write whose risk the policy lists in ``approval_risks`` waits in ``awaiting_approval`` with its
 intent frozen and a dry-run diff attached. Approval evidence is signed under the approval trust
@@ -17,7 +17,8 @@ call restores the checkpoint once (DESIGN.md section 6.6).
 
 The checks the engine applies to approval evidence and to receipts of approval-gated writes
 (``approval_problem``, ``receipt_trust_problem``, ``evidence_verify``) are
-``runtime.checkpoints.approval_checks``; this module holds the services people call.
+``runtime.checkpoints.approval_checks``; this module holds the services people call. Denials
+are ``runtime.decisions.denials``, several decisions at once ``runtime.decisions.batch``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from django.conf import settings
 import runtime.workers.dispatch
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.checkpoints.session import RunSession, person_worker_id, run_session, session_commit
-from runtime.core.checkpoint import PendingAction, Phase, Receipt, StopReason
+from runtime.core.checkpoint import PendingAction, Phase, Receipt
 from runtime.core.evidence import approval_sign, approval_ttl_check
 from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
@@ -104,7 +105,8 @@ def _refusal_trace(*, run_id: str, approver: str, action: str, reason: str, **de
 
 def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
                    ttl_seconds: float | None = None, refresh_only: bool = False,
-                   may_refresh: bool = True) -> ApprovalOutcome:
+                   may_refresh: bool = True, intent_digest: str | None = None,
+                   comment: str | None = None) -> ApprovalOutcome:
     """Approve (or refresh the approval of) the write a run is waiting on.
 
     Args:
@@ -117,6 +119,9 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
         may_refresh: whether the approver may replace existing evidence (the dashboard passes
             the user's refresh permission; DESIGN.md section 6.6). ``False`` refuses a grant over
             existing evidence, decided on the state this call restored and signs over.
+        intent_digest: the intent digest the approver looked at (a batch passes each item's;
+            DESIGN.md section 6.15); None: not compared.
+        comment: an optional comment, signed into the evidence and traced (at most 2,000 characters).
 
     Returns:
         :class:`ApprovalOutcome`; ``reconciled`` when the adapter already holds the write's receipt.
@@ -138,14 +143,16 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
             outcome = ApprovalOutcome(run_id, "reconciled", None, None, ctx.state.phase.value)
         else:
             outcome = _grant(ctx, pending, approver=approver, seen=environment_fingerprint,
-                             ttl=ttl, refresh_only=refresh_only, may_refresh=may_refresh)
+                             ttl=ttl, refresh_only=refresh_only, may_refresh=may_refresh,
+                             seen_intent=intent_digest, comment=(comment or "").strip()[:2000] or None)
     # Looked up on the module at call time, so stories can record the hand-off instead.
     runtime.workers.dispatch.run_enqueue(run_id=run_id)
     return outcome
 
 
 def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str, ttl: float,
-           refresh_only: bool, may_refresh: bool) -> ApprovalOutcome:
+           refresh_only: bool, may_refresh: bool, seen_intent: str | None = None,
+           comment: str | None = None) -> ApprovalOutcome:
     state = ctx.state
     old = pending.approval
     obs = ctx.adapter.observe()
@@ -162,6 +169,9 @@ def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str,
     if old is not None and not may_refresh:
         raise refuse("the write already has an approval (it has expired); replacing it is a "
                      "refresh, which this approver may not do: ask someone with the refresh permission")
+    if seen_intent is not None and seen_intent != pending.intent_digest:
+        raise refuse("the action waiting is not the one you looked at (its intent digest differs); "
+                     "review it again")
     if obs.state_fingerprint != seen:
         raise refuse("the environment changed since you looked; review the action again")
     pre = pending.pre_state
@@ -173,7 +183,7 @@ def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str,
         intent_digest=pending.intent_digest, environment_instance_id=obs.instance_id,
         environment_fingerprint=obs.state_fingerprint, environment_version=obs.version,
         approver=approver, ttl_seconds=ttl, now=db_now(),
-        max_ttl_seconds=settings.RATCHET_APPROVAL_MAX_SECONDS,
+        max_ttl_seconds=settings.RATCHET_APPROVAL_MAX_SECONDS, comment=comment,
     )
     if old is not None:
         pending.sealed_approvals.append(old)
@@ -184,7 +194,7 @@ def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str,
     kind = "approval.refreshed" if old is not None else "approval.granted"
     session_commit(ctx, (kind, {"approver": approver, "approval": evidence.model_dump(mode="json"),
                                 "sealed": old.model_dump(mode="json") if old is not None else None,
-                                "idempotency_key": pending.idempotency_key}))
+                                "idempotency_key": pending.idempotency_key, "comment": comment}))
     return ApprovalOutcome(ctx.run_id, "refreshed" if old is not None else "granted", evidence.approval_id,
                            evidence.expires_at, state.phase.value)
 
@@ -195,32 +205,6 @@ def approval_refresh(*, run_id: str, approver: str, environment_fingerprint: str
     evidence is sealed into the trace. Same errors as :func:`approval_grant`."""
     return approval_grant(run_id=run_id, approver=approver, environment_fingerprint=environment_fingerprint,
                           ttl_seconds=ttl_seconds, refresh_only=True)
-
-
-def approval_deny(*, run_id: str, approver: str, reason: str) -> ApprovalOutcome:
-    """Deny the pending write: it ends without a side effect and the run fails with the reason.
-
-    If the adapter already holds a receipt for the write (it committed before a crash), the
-    write cannot be undone by denying it: the receipt is reconciled instead and the denial refused.
-
-    Raises:
-        ApprovalRefusedError: the run is not waiting for an approval, or the write already happened.
-    """
-    if not reason.strip():
-        raise ApprovalRefusedError("a denial needs a reason", run_id=run_id)
-    with _waiting_session(run_id=run_id, approver=approver, action="deny") as (ctx, pending, receipt):
-        state = ctx.state
-        if receipt is not None:
-            receipt_settle(ctx, receipt, reconciled=True)
-            raise ApprovalRefusedError("the write already committed before a crash; it was reconciled, not denied",
-                                       run_id=run_id)
-        dropped = pending.model_dump(mode="json")
-        state.pending = None
-        state.phase = transition(state.phase, Event.DENY)
-        state.stop_reason = StopReason.APPROVAL_DENIED
-        state.stop_detail = f"denied by {approver}: {reason}"[:4000]
-        session_commit(ctx, ("approval.denied", {"approver": approver, "reason": reason, "pending": dropped}))
-        return ApprovalOutcome(run_id, "denied", None, None, state.phase.value)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from runtime.errors import EngineError, ModelBudgetExhaustedError, PluginError, 
 from runtime.evidence.amendments import previous_write_amendment
 from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.evidence.trace import trace_append
-from runtime.planners.base import Done, PlannerStep, planner_state_check
+from runtime.planners.base import ActionDenied, Done, PlannerStep, planner_state_check
 from runtime.taskspec import needs_approval, policy_check
 
 if TYPE_CHECKING:
@@ -78,10 +78,7 @@ def write_propose(session: RunSession) -> None:
                                                                 payload=payload))
     _amendment_bind(session)
     try:
-        # A copy: the planner must return its new state, never change the committed one in place.
-        answer = session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),
-                                         observation=obs,
-                                         put_blob=lambda data: session_blob_put(session, data))
+        answer = planner_ask(session, obs)
         proposal, new_state = (answer.proposal, answer.state) if isinstance(answer, PlannerStep) else (
             answer, state.planner_state)
         if not isinstance(proposal, Action | Done):
@@ -133,6 +130,38 @@ def write_propose(session: RunSession) -> None:
     state.phase = transition(state.phase, Event.PROPOSE_WRITE)
     session_commit(session, ("intent.proposed", payload))
     crash_point(CP_AFTER_INTENT)
+
+
+def planner_ask(session: RunSession, obs: Observation) -> Any:
+    """The planner's answer at the state's cursor: its state is a copy (the planner returns a new
+    one, never changes the committed one in place), and a planner that ``takes_denials`` is told
+    whether its previous write was denied with feedback (``runtime.planners.base``)."""
+    state = session.state
+    extra: dict[str, Any] = {}
+    if getattr(session.planner, "takes_denials", False) is True:
+        extra["denied"] = denial_before(state)
+    return session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),
+                                   observation=obs, put_blob=lambda data: session_blob_put(session, data),
+                                   **extra)
+
+
+def denial_before(state: RunState) -> ActionDenied | None:
+    """The signed denial of the write at ``cursor - 1`` (DESIGN.md section 6.14), or None.
+
+    A denial advances the cursor without a replan, so it is found under the key of the previous
+    cursor in the current epoch, or an earlier one if a replan came after it: at most one indexed
+    ledger read per epoch, each cached."""
+    if state.cursor == 0:
+        return None
+    ledger = state_ledger(state)
+    for epoch in range(state.replan_epoch, -1, -1):
+        found = ledger.denied(derive_key(run_id=state.identity.run_id, cursor=state.cursor - 1, replan_epoch=epoch))
+        if found is not None and found.cursor == state.cursor - 1:
+            return ActionDenied(cursor=found.cursor, idempotency_key=found.idempotency_key,
+                                intent_digest=found.intent_digest, action_kind=found.action_kind,
+                                action_target=found.action_target, reason=found.reason,
+                                approver=found.approver, denial_id=found.denial_id)
+    return None
 
 
 def _intent(session: RunSession, action: Action, *, key: str,
@@ -187,9 +216,7 @@ def intent_fold(session: RunSession, obs: Observation) -> list[tuple[str, dict[s
     session.proposed_blobs.clear()
     try:
         _amendment_bind(session)
-        answer = session.planner.propose(cursor=state.cursor, planner_state=copy.deepcopy(state.planner_state),
-                                         observation=obs,
-                                         put_blob=lambda data: session_blob_put(session, data))
+        answer = planner_ask(session, obs)
         action, new_state = (answer.proposal, answer.state) if isinstance(answer, PlannerStep) else (
             answer, state.planner_state)
         key = derive_key(run_id=session.run_id, cursor=state.cursor, replan_epoch=state.replan_epoch)

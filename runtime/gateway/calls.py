@@ -60,10 +60,11 @@ class CallResult(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    status: Literal["executed", "waiting_for_approval", "finished"] = Field(description=(
+    status: Literal["executed", "waiting_for_approval", "finished", "denied"] = Field(description=(
         "executed: the receipt is here; waiting_for_approval: a human must approve in the dashboard "
         "(approval_url), then repeat the same call id and it executes once; finished: the run completed "
-        "(a run that ended failed or cancelled answers finish with the run_stopped error)"))
+        "(a run that ended failed or cancelled answers finish with the run_stopped error); denied: a human "
+        "refused this write and let the run go on (detail: their reason; it never executes): try something else"))
     run_id: str
     call_id: str = Field(description=(
         "the caller's own id for the call, or the one the gateway derived from the run, the tool and the "
@@ -81,6 +82,8 @@ class CallResult(BaseModel):
         "present when an approver amended the call's arguments before approving (DESIGN.md section 6.13): "
         "the write executed with amended.executed (kind, target, params), not with the arguments sent; "
         "amended.proposed is what the call proposed, amended.amended_by and amended.note who and why"))
+    denial: dict[str, JsonValue] | None = Field(default=None, description=(
+        "when denied: the signed denial (approver, reason, the write and environment it is bound to)"))
 
     def as_json(self) -> dict[str, Any]:
         """The result as the MCP server returns it (fields without a value left out)."""
@@ -218,6 +221,13 @@ def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
         raise _stopped(state, run_id, call_id)
     executed = state_ledger(state).executed(key)
     if executed is None:
+        denial = state_ledger(state).denied(key)
+        if denial is not None and denial.mode.value == "continue":
+            # The answer to the waiting call: the approver's reason is its outcome (DESIGN.md section 6.14).
+            return CallResult(status="denied", run_id=run_id, call_id=call_id, phase=phase.value, idempotency_key=key,
+                              intent_digest=denial.intent_digest, repeated=not call.proposed,
+                              detail=f"denied by {denial.approver}: {denial.reason}",
+                              denial=denial.model_dump(mode="json"))
         raise _stopped(state, run_id, call_id)
     amendment = amendment_for(run_id=run_id, idempotency_key=key)
     return CallResult(status="executed", run_id=run_id, call_id=call_id, phase=phase.value, idempotency_key=key,

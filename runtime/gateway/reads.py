@@ -69,7 +69,8 @@ def call_get(*, run_id: str, call_id: str, token: str | None = None,
     """One recorded call: ``{"call_id", "idempotency_key", "status", "receipt"}``.
 
     ``status`` is ``"executed"`` (receipt given), ``"pending"`` (recorded, not yet executed:
-    waiting for an approval or for recovery) or ``"unknown"`` (never recorded).
+    waiting for an approval or for recovery), ``"denied"`` (a person refused it: ``reason``,
+    ``denied_by``, ``mode``; DESIGN.md section 6.14) or ``"unknown"`` (never recorded).
 
     Raises:
         GatewayInputError: a malformed call id; as :func:`receipts_list`.
@@ -85,6 +86,10 @@ def call_get(*, run_id: str, call_id: str, token: str | None = None,
     key = derive_key(run_id=run_id, cursor=int(record["cursor"]), replan_epoch=int(record["epoch"]))
     executed = state_ledger(state).executed(key)
     if executed is None:
+        denial = state_ledger(state).denied(key)
+        if denial is not None:
+            return {"call_id": call_id, "idempotency_key": key, "status": "denied", "phase": state.phase.value,
+                    "reason": denial.reason, "denied_by": denial.approver, "mode": denial.mode.value}
         return {"call_id": call_id, "idempotency_key": key, "status": "pending", "phase": state.phase.value}
     return {"call_id": call_id, "idempotency_key": key, "status": "executed",
             "intent_digest": executed.intent_digest, "receipt": executed.receipt.model_dump(mode="json")}

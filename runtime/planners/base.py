@@ -72,6 +72,30 @@ class PlannerStep:
 
 
 @dataclass(frozen=True)
+class ActionDenied:
+    """The outcome of the planner's previous write when a person denied it and let the run go on
+    (DESIGN.md section 6.14): it never ran, and the cursor moved past it.
+
+    Attributes:
+        cursor: the denied write's cursor (the one before the cursor now asked for).
+        idempotency_key, intent_digest: the denied write's.
+        action_kind, action_target: what it would have done.
+        reason: the approver's words, at most 2,000 characters (feedback for the planner).
+        approver: who denied it.
+        denial_id: the signed denial's id (in the receipts ledger and the trace).
+    """
+
+    cursor: int
+    idempotency_key: str
+    intent_digest: str
+    action_kind: str
+    action_target: str
+    reason: str
+    approver: str
+    denial_id: str
+
+
+@dataclass(frozen=True)
 class PlannerContext:
     """What a planner plug-in is constructed with, beside its options.
 
@@ -112,6 +136,13 @@ class Planner(Protocol):
     who amended it and why), and with None otherwise (DESIGN.md section 6.13). The amendment is
     read from the committed trace, so a proposal asked again after a crash is told the same; a
     planner that keeps a conversation (chat-tools) puts it in the result of that step.
+
+    Optional: a class attribute ``takes_denials = True`` says :meth:`propose` accepts a keyword
+    ``denied``: an :class:`ActionDenied` when the write proposed at ``cursor - 1`` was denied by a
+    person who let the run continue, else None (DESIGN.md section 6.14). The engine reads it from
+    the signed denial in the receipts ledger, so every call for that cursor gets the same value.
+    A planner without the attribute is asked for ``cursor`` as after any write and is not told why
+    the previous one did not run.
     """
 
     def init_state(self) -> PlannerState:

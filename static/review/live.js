@@ -23,6 +23,8 @@
   });
 
   function busyWith(region) {
+    /* Approvals ticked for a batch decision are a selection in progress too. */
+    if (region && region.querySelector("input[data-batch-item]:checked")) { return true; }
     var active = document.activeElement;
     if (!active || !region || !region.contains(active)) { return false; }
     if (active.matches("input[type=text], input[type=password], textarea, select")) { return true; }

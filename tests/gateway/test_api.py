@@ -167,6 +167,6 @@ def test_the_openapi_description_gives_the_call_results_fields(client):
     ok = spec["paths"]["/api/v1/runs/{run_id}/calls"]["post"]["responses"]["200"]["content"]["application/json"]
     name = ok["schema"]["$ref"].rsplit("/", 1)[1]
     result = spec["components"]["schemas"][name]
-    assert result["properties"]["status"]["enum"] == ["executed", "waiting_for_approval", "finished"]
-    assert {"receipt", "idempotency_key", "approval_url", "repeated"} <= set(result["properties"])
+    assert result["properties"]["status"]["enum"] == ["executed", "waiting_for_approval", "finished", "denied"]
+    assert {"receipt", "idempotency_key", "approval_url", "repeated", "denial"} <= set(result["properties"])
     assert "repeating it never repeats the effect" in result["properties"]["call_id"]["description"]

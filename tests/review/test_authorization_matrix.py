@@ -16,7 +16,9 @@ from django.urls import URLPattern, get_resolver, reverse
 import review.notifications.subscriptions
 import runtime.decisions.amendments
 import runtime.decisions.approvals
+import runtime.decisions.batch
 import runtime.decisions.cancellation
+import runtime.decisions.denials
 import runtime.decisions.reviews
 import runtime.decisions.second_chances
 import runtime.rollout.admission
@@ -71,6 +73,7 @@ ACTIONS: dict[str, dict[str, int]] = {
     "refresh": {**OPERATE, "operator": 303, "admin": 303},
     "deny": {**OPERATE, "operator": 303, "admin": 303},
     "amend": {**OPERATE, "operator": 303, "admin": 303},
+    "approvals-batch": {**OPERATE, "operator": 303, "admin": 303},
     "run-cancel": {**OPERATE, "operator": 303, "admin": 303},
     "run-resume": {**OPERATE, "operator": 303, "admin": 303},
     "run-again": {**OPERATE, "operator": 303, "admin": 303},
@@ -118,6 +121,7 @@ EXPECTED_PERMISSION = {
     "approve": Perm.APPROVE_ACTION,
     "refresh": Perm.REFRESH_APPROVAL,
     "deny": Perm.DENY_ACTION,
+    "approvals-batch": Perm.APPROVE_ACTION,
     "run-cancel": Perm.CANCEL_RUN,
     "run-resume": Perm.RESTART_RUN,
     "run-again": Perm.RESTART_RUN,
@@ -160,6 +164,7 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "deny": reverse("review:deny", args=["run-matrix"]),
         "approval-amend": reverse("review:approval-amend", args=["run-matrix"]),
         "amend": reverse("review:amend", args=["run-matrix"]),
+        "approvals-batch": reverse("review:approvals-batch"),
         "run-cancel": reverse("review:run-cancel", args=["run-matrix"]),
         "run-resume": reverse("review:run-resume", args=["run-matrix"]),
         "run-again": reverse("review:run-again", args=["run-matrix"]),
@@ -211,10 +216,16 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
 
     monkeypatch.setattr(runtime.decisions.approvals, "approval_grant", grant)
     monkeypatch.setattr(runtime.decisions.approvals, "approval_refresh", grant)
-    monkeypatch.setattr(runtime.decisions.approvals, "approval_deny", deny)
     monkeypatch.setattr(runtime.decisions.amendments, "approval_amend", lambda **kw: calls.append(
         ("approval", kw)) or AmendmentOutcome(kw["run_id"], "amended", "amd_1", "appr_1", now, "sha256:" + "a" * 64,
                                               "sha256:" + "b" * 64, "pending"))
+    monkeypatch.setattr(runtime.decisions.denials, "approval_deny", deny)
+
+    def batch(**kwargs):  # type: ignore[no-untyped-def]
+        calls.append(("approval", kwargs))
+        return [runtime.decisions.batch.BatchResult(i.run_id, True, "granted", "pending") for i in kwargs["items"]]
+
+    monkeypatch.setattr(runtime.decisions.batch, "approvals_batch_decide", batch)
     monkeypatch.setattr(runtime.decisions.cancellation, "run_request_cancel",
                         lambda **kw: calls.append(("cancel", kw)))
     monkeypatch.setattr(runtime.decisions.second_chances, "run_resume_request", lambda **kw: calls.append(
@@ -255,6 +266,8 @@ def _action_data(name: str) -> dict[str, str]:
     if name == "amend":
         return {"arguments": "{}", "proposed_intent_digest": "sha256:" + "a" * 64,
                 "environment_fingerprint": "sha256:" + "a" * 64, "step": "confirm"}
+    if name == "approvals-batch":
+        return {"decision": "approve", "item": f"run-matrix|sha256:{'b' * 64}|sha256:{'a' * 64}"}
     if name == "admission-threshold":
         return {"name": "max_duplicates", "value": "2", "reason": "matrix", "confirm": "yes"}
     if name in ("admission-reopen", "combination-promote", "combination-rollback"):

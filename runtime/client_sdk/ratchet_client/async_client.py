@@ -45,6 +45,11 @@ class AsyncCall:
     def waiting_for_approval(self) -> bool:
         return self.result.status == "waiting_for_approval"
 
+    @property
+    def denied(self) -> bool:
+        """A person refused this write and let the run go on: ``detail`` is their reason."""
+        return self.result.status == "denied"
+
     async def wait_for_approval(self, timeout: float | None = None, *, poll_seconds: float = 2.0) -> AsyncCall:
         """As :meth:`ratchet_client.Call.wait_for_approval`, without blocking the event loop."""
         if not self.waiting_for_approval:

@@ -51,6 +51,11 @@ class Call:
     def waiting_for_approval(self) -> bool:
         return self.result.status == "waiting_for_approval"
 
+    @property
+    def denied(self) -> bool:
+        """A person refused this write and let the run go on: ``detail`` is their reason."""
+        return self.result.status == "denied"
+
     def wait_for_approval(self, timeout: float | None = None, *, poll_seconds: float = 2.0) -> Call:
         """Wait until a human settles the approval, then repeat this call once (same call id).
 
@@ -63,7 +68,8 @@ class Call:
 
         Returns:
             This call if it is not waiting; else the repeated call's result (executed once
-            approved; waiting again if another approval came first).
+            approved; ``denied`` with the approver's reason when they let the run go on;
+            waiting again if another approval came first).
 
         Raises:
             ApprovalWaitTimeout: not settled within ``timeout`` (nothing was repeated).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-CallStatus = Literal["executed", "waiting_for_approval", "finished"]
+CallStatus = Literal["executed", "waiting_for_approval", "finished", "denied"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,9 @@ class RunStatus:
 @dataclass(frozen=True)
 class CallResult:
     """What one call did (the server's ``CallResult``): executed with its ``receipt``,
-    ``waiting_for_approval`` with the absolute ``approval_url``, or ``finished``."""
+    ``waiting_for_approval`` with the absolute ``approval_url``, ``finished``, or ``denied``: a
+    person refused the write and let the run go on (``detail`` is their reason, ``denial`` the
+    signed denial); try something else."""
 
     status: CallStatus
     run_id: str
@@ -65,6 +67,8 @@ class CallResult:
     amended: dict[str, Any] | None = None
     """When an approver amended the call before approving: ``proposed`` and ``executed`` actions,
     ``amended_by``, ``note`` (the write ran with ``executed``, not with the arguments sent)."""
+    denial: dict[str, Any] | None = None
+    """When ``denied``: the signed denial (approver, reason, binding)."""
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> CallResult:
@@ -72,7 +76,8 @@ class CallResult:
                    phase=str(body.get("phase", "")), idempotency_key=body.get("idempotency_key"),
                    intent_digest=body.get("intent_digest"), receipt=body.get("receipt"),
                    repeated=bool(body.get("repeated", False)), approval_url=body.get("approval_url"),
-                   stop_reason=body.get("stop_reason"), detail=body.get("detail"), amended=body.get("amended"))
+                   stop_reason=body.get("stop_reason"), detail=body.get("detail"), amended=body.get("amended"),
+                   denial=body.get("denial"))
 
 
 @dataclass(frozen=True)
@@ -95,10 +100,11 @@ class ReceiptEntry:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One call id as the committed checkpoint records it: ``unknown``, ``pending`` or ``executed``."""
+    """One call id as the committed checkpoint records it: ``unknown``, ``pending``, ``executed``
+    or ``denied``."""
 
     call_id: str
-    status: Literal["unknown", "pending", "executed"]
+    status: Literal["unknown", "pending", "executed", "denied"]
     idempotency_key: str | None = None
     receipt: dict[str, Any] | None = None
 

@@ -9,18 +9,22 @@ run keeps waiting: the error says so and names what is missing (DESIGN.md sectio
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from runtime.core.denial_evidence import DenyMode
 from runtime.decisions.approvals import (
-    approval_deny,
     approval_grant,
     approval_refresh,
     approvals_waiting,
     approvals_waiting_json,
 )
+from runtime.decisions.batch import BatchItem, approvals_batch_decide
+from runtime.decisions.denials import approval_deny
 from runtime.demo.services import STATE_FILE, TOKEN_ENV
 from runtime.errors import AdapterError, HttpCredentialExpiredError, RatchetError
 from runtime.management.approvals_amend import amend_handle, amend_parser_add
@@ -28,8 +32,9 @@ from runtime.management.cli_numbers import seconds
 
 
 class Command(BaseCommand):
-    help = ("Approvals: `list`, `approve RUN_ID`, `refresh RUN_ID`, `deny RUN_ID --reason TEXT`, "
-            "`amend RUN_ID --set KEY=VALUE`.")
+    help = ("Approvals: `list`, `approve RUN_ID`, `refresh RUN_ID`, `deny RUN_ID --reason TEXT [--continue]`, "
+            "`amend RUN_ID --set KEY=VALUE`, `batch approve|deny --item RUN INTENT FINGERPRINT ...` "
+            "(or `--from FILE` of `list` lines).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -44,10 +49,27 @@ class Command(BaseCommand):
                            help="the environment fingerprint you reviewed (from `approvals list`)")
             p.add_argument("--ttl", type=seconds(allow_zero=False, name="approval validity"), default=None,
                            help="validity in seconds (at most RATCHET_APPROVAL_MAX_SECONDS)")
+            if name == "approve":
+                p.add_argument("--comment", default=None, help="an optional comment, signed into the approval")
         deny = sub.add_parser("deny")
         deny.add_argument("run_id")
         deny.add_argument("--approver", required=True)
         deny.add_argument("--reason", required=True)
+        deny.add_argument("--continue", dest="keep_going", action="store_true",
+                          help="let the agent try something else: the reason is the denied write's outcome and "
+                               "the run goes on (default: the run stops, failed)")
+        batch = sub.add_parser("batch", help="approve or deny several waiting approvals, each on its own")
+        batch.add_argument("decision", choices=["approve", "deny"])
+        batch.add_argument("--approver", required=True)
+        batch.add_argument("--item", nargs=3, action="append", default=[],
+                           metavar=("RUN_ID", "INTENT_DIGEST", "FINGERPRINT"),
+                           help="one approval as you reviewed it (repeatable)")
+        batch.add_argument("--from", dest="from_file", default=None,
+                           help="a file of `approvals list` lines (`-`: standard input), each one item")
+        batch.add_argument("--reason", default="", help="deny: why (required)")
+        batch.add_argument("--continue", dest="keep_going", action="store_true",
+                           help="deny: let each agent try something else instead of stopping its run")
+        batch.add_argument("--comment", default=None, help="approve: an optional comment signed into each approval")
         amend_parser_add(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -63,13 +85,20 @@ class Command(BaseCommand):
             if action == "amend":
                 self.stdout.write(amend_handle(options, self.stdout))
                 return
+            if action == "batch":
+                self._batch(options)
+                return
             if action == "deny":
                 outcome = approval_deny(run_id=options["run_id"], approver=options["approver"],
-                                        reason=options["reason"])
+                                        reason=options["reason"],
+                                        mode=DenyMode.CONTINUE if options["keep_going"] else DenyMode.STOP)
+            elif action == "approve":
+                outcome = approval_grant(run_id=options["run_id"], approver=options["approver"],
+                                         environment_fingerprint=options["fingerprint"], ttl_seconds=options["ttl"],
+                                         comment=options["comment"])
             else:
-                call = approval_grant if action == "approve" else approval_refresh
-                outcome = call(run_id=options["run_id"], approver=options["approver"],
-                               environment_fingerprint=options["fingerprint"], ttl_seconds=options["ttl"])
+                outcome = approval_refresh(run_id=options["run_id"], approver=options["approver"],
+                                           environment_fingerprint=options["fingerprint"], ttl_seconds=options["ttl"])
         except AdapterError as exc:
             raise CommandError(adapter_blocked(run_id=options["run_id"], action=action, error=exc)) from None
         except RatchetError as exc:
@@ -77,6 +106,43 @@ class Command(BaseCommand):
         self.stdout.write(f"{outcome.outcome}: run {outcome.run_id} is now {outcome.phase}"
                           + (f" (approval {outcome.approval_id} until {outcome.expires_at:%Y-%m-%dT%H:%M:%SZ})"
                              if outcome.approval_id and outcome.expires_at else ""))
+
+
+    def _batch(self, options: dict[str, Any]) -> None:
+        """One JSON line per item (``ok``, ``outcome``, ``phase`` or the refusal); fails when any
+        item was refused, after every item was tried (DESIGN.md section 6.15)."""
+        items = [BatchItem(*triple) for triple in options["item"]]
+        if options["from_file"]:
+            items += batch_items_read(options["from_file"])
+        results = approvals_batch_decide(items=items, approver=options["approver"], decision=options["decision"],
+                                         reason=options["reason"], comment=options["comment"],
+                                         mode=DenyMode.CONTINUE if options["keep_going"] else DenyMode.STOP)
+        for result in results:
+            self.stdout.write(json.dumps(result.as_dict(), sort_keys=True))
+        refused = [r for r in results if not r.ok]
+        if refused:
+            raise CommandError(f"{len(refused)} of {len(results)} item(s) refused (nothing changed for them): "
+                               + ", ".join(r.run_id for r in refused))
+
+
+def batch_items_read(path: str) -> list[BatchItem]:
+    """The items of ``approvals list`` lines in ``path`` (``-``: standard input).
+
+    Raises:
+        CommandError: a line that is not such an object (nothing is decided).
+    """
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    items = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            items.append(BatchItem(run_id=str(row["run_id"]), intent_digest=str(row["intent_digest"]),
+                                   environment_fingerprint=str(row["environment_fingerprint"])))
+        except (ValueError, KeyError, TypeError):
+            raise CommandError(f"{path} line {number} is not an `approvals list` line; nothing was decided") from None
+    return items
 
 
 def adapter_blocked(*, run_id: str, action: str, error: AdapterError) -> str:

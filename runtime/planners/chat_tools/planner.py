@@ -29,7 +29,7 @@ from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import Risk
 from runtime.core.crashpoints import crash_point, register
 from runtime.errors import ModelAuthError, ModelReplyError, PlannerError, PlannerStateError
-from runtime.planners.base import PlannerContext, PlannerState, PlannerStep, PutBlob, check_cursor
+from runtime.planners.base import ActionDenied, PlannerContext, PlannerState, PlannerStep, PutBlob, check_cursor
 from runtime.planners.chat_tools.budget import budget_check, usage_read, usage_zero
 from runtime.planners.chat_tools.client import ModelEndpoint, model_ask
 from runtime.planners.chat_tools.options import ChatToolsOptions
@@ -67,6 +67,7 @@ class ChatToolsPlanner:
     kind = "chat-tools"
     Options = ChatToolsOptions
     offers_adapter_actions = True  # a spec whose policy allows none is refused (runtime.taskspec.offered_actions)
+    takes_denials = True  # a denial with feedback is the denied tool call's result (DESIGN.md section 6.14)
 
     def risk_rule(self, kind: str, target: str) -> str:
         """Where an action's risk came from, in words (DESIGN.md section 6.11): the ``risks``
@@ -133,8 +134,11 @@ class ChatToolsPlanner:
         """Nothing to prepare: the adapter owns its target."""
 
     def propose(self, *, cursor: int, planner_state: Mapping[str, Any], observation: Observation,
-                put_blob: PutBlob) -> PlannerStep:
+                put_blob: PutBlob, denied: ActionDenied | None = None) -> PlannerStep:
         """The model's proposal at ``cursor`` and the state recording its reply.
+
+        ``denied`` (the engine passes it: ``takes_denials``) is the previous write's denial with
+        feedback: the model gets it as that tool call's result instead of "executed".
 
         Returns:
             A :class:`PlannerStep`; its state names the reply and transcript digests, so the
@@ -161,12 +165,13 @@ class ChatToolsPlanner:
         if last != cursor - 1:
             raise PlannerStateError(f"chat-tools planner state records the reply of step {last}, "
                                     f"the engine asks for step {cursor}")
-        messages = self._messages(planner_state, observation, cursor=cursor)
+        messages = self._messages(planner_state, observation, denied, cursor=cursor)
         return self._ask_model(cursor, messages, usage, dict(planner_state), put_blob)
 
     # -- the conversation ---------------------------------------------------------------------
 
-    def _messages(self, state: Mapping[str, Any], observation: Observation, *, cursor: int) -> list[dict[str, Any]]:
+    def _messages(self, state: Mapping[str, Any], observation: Observation,
+                  denied: ActionDenied | None = None, *, cursor: int) -> list[dict[str, Any]]:
         if state.get("transcript") is None:
             seen = {"adapter": observation.kind, "instance": observation.instance_id, "version": observation.version}
             return [{"role": "system", "content": self._options.system_prompt},
@@ -175,11 +180,15 @@ class ChatToolsPlanner:
         messages = transcript_get(self._get_blob, str(state["transcript"]))
         call_id = _last_call_id(messages)
         # The engine only asks for the next cursor after the previous write executed (or was
-        # reconciled), so its result is "executed" at the version observed now.
+        # reconciled), or a person denied it and let the run go on (DESIGN.md section 6.14).
         result: dict[str, Any] = {"status": "executed", "environment_version": observation.version}
         amendment = self._amendment
         if amendment is not None and amendment.cursor == cursor - 1:
             result["amended"] = self._amended(amendment)
+        if denied is not None:
+            result = {"status": "denied", "denied_by": denied.approver, "reason": denied.reason,
+                      "environment_version": observation.version,
+                      "note": "a person denied this call; it was not executed. Propose something else or finish."}
         return [*messages, {"role": "tool", "tool_call_id": call_id, "content": canonical_json(result).decode()}]
 
     def _amended(self, amendment: WriteAmendment) -> dict[str, Any]:
