@@ -191,7 +191,7 @@ VARIABLES: tuple[Variable, ...] = (
     _V("RATCHET_WORKER_PRESENCE_SECONDS", "seconds", 15.0, CELERY,
        "How often every worker renews its presence row (DESIGN.md section 5.15); the Workers page "
        "counts a row not renewed for three periods as gone."),
-    _V("RATCHET_FOLD_INTENTS", "bool", False, RUNTIME,
+    _V("RATCHET_FOLD_INTENTS", "bool", True, RUNTIME,
        "One commit per write (DESIGN.md section 4.13): a planner that proposes at once has the intent "
        "of its next write committed with the receipt of the last one."),
     _V("RATCHET_TASK_SLICE_SECONDS", "seconds", 2.0, CELERY,
