@@ -4,7 +4,7 @@ DESIGN.md sections 5 and 8: "kill the process before and after every persistence
 result after recovery is still unique". For each registered crash point of the engine, the
 checkpoint commit protocol and the git adapter -- at its first and third hit where a run hits it
 three times or more -- a child ``manage.py run`` of a five-commit git-history replay SIGKILLs
-itself there (``RATCHET_CRASH_AT=<point>:<nth>``, lease 1 s). A new child ``manage.py resume``
+itself there (``RATCHET_CRASH_AT=<point>:<nth>``, lease 3 s). A new child ``manage.py resume``
 takes the expired lease over and finishes the run. Then, from the environment's own records:
 
 * the replayed HEAD tree equals the source tip tree (the uninterrupted run's result);
@@ -128,9 +128,14 @@ def _run_id(killed: ChildResult) -> str:
     return first.removeprefix("run ")
 
 
+KILLED_LEASE_SECONDS = "3"
+"""The killed child's lease: short, so a resume takes the dead holder's lease over within its
+``--wait``, and long enough that a step on a loaded machine does not outlive it before the kill."""
+
+
 def _killed(task: Path, point: str, nth: int) -> str:
     killed = run_manage("run", str(task), "--no-progress",
-                        env=child_env(RATCHET_CRASH_AT=f"{point}:{nth}", RATCHET_LEASE_SECONDS="1"))
+                        env=child_env(RATCHET_CRASH_AT=f"{point}:{nth}", RATCHET_LEASE_SECONDS=KILLED_LEASE_SECONDS))
     assert killed.returncode == KILLED, (killed.returncode, killed.stdout, killed.stderr)
     return _run_id(killed)
 
