@@ -9,6 +9,9 @@ measure anywhere else (:func:`~runtime.bench.scratch.scratch_require`). Measured
 * the same write as a gateway call (``call_submit``: token, policy, lease, restore, intent
   checkpoint, execute, receipt checkpoint), N times on one run: median and p95, and the
   overhead (gateway median minus direct median);
+* the same write through the JSON API (Django's request handling, no socket), N times, and the
+  engine's own write action of the same write (a scripted workspace run, one commit per write):
+  medians, and each gateway surface's median over the engine's (``ratio_to_engine_write``);
 * calls per second with 1, 8 and 32 concurrent clients, each a thread driving its own run
   with its own token (one run's calls are serialised by its lease by design);
 * the counts of one call (:mod:`runtime.bench.gateway_counts`): statements, round trips and
@@ -36,6 +39,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections
+from django.test import Client as HttpClient
 
 from runtime.adapters.factory import open_adapter
 from runtime.bench.children import manage_argv
@@ -46,8 +50,9 @@ from runtime.bench.scratch import (
     scratch_env,
     scratch_postgres_url,
 )
-from runtime.core.checkpoint import Action
-from runtime.engine import run_start
+from runtime.bench.write_counts import workspace_task
+from runtime.core.checkpoint import Action, Phase
+from runtime.engine import StepReport, run_advance, run_start
 from runtime.errors import BenchmarkError, BenchmarkScratchError, GatewayRunBusyError
 from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.gateway.calls import call_submit
@@ -109,10 +114,55 @@ def gateway_measure(*, calls: int, clients: list[int], root: Path) -> dict[str, 
         if result.status != "executed":
             raise BenchmarkError("a gateway call did not execute", status=result.status)
     report: dict[str, Any] = {"direct": _quantiles(direct), "gateway": _quantiles(gateway),
+                              "json_api": _quantiles(_json_calls(root, calls)),
+                              "engine_write": _quantiles(_engine_writes(root, calls)),
                               "per_call": gateway_counts(run_id=run_id, token=token, root=root)}
     report["overhead_median_ms"] = round(report["gateway"]["median_ms"] - report["direct"]["median_ms"], 3)
+    engine_ms = report["engine_write"]["median_ms"]
+    report["ratio_to_engine_write"] = {
+        surface: round(report[surface]["median_ms"] / engine_ms, 2) if engine_ms else None
+        for surface in ("gateway", "json_api")}
     report["throughput"] = [_throughput(root, n, calls) for n in clients]
     return report
+
+
+def _json_calls(root: Path, calls: int) -> list[float]:
+    """Seconds of each of ``calls`` calls through the JSON API (Django's request handling in
+    this process, no socket) on a run of their own."""
+    run_id, token = _new_run(root, "json-api")
+    http = HttpClient(SERVER_NAME="127.0.0.1")
+    took = []
+    for i in range(calls):
+        started = time.perf_counter()
+        response = http.post(f"/api/v1/runs/{run_id}/calls", content_type="application/json",
+                             data=json.dumps({"call_id": f"j{i}", "tool": "write_file",
+                                              "arguments": {"path": f"notes/{i}.txt", "content": f"note {i}\n"}}),
+                             HTTP_AUTHORIZATION=f"Bearer {token}")
+        took.append(time.perf_counter() - started)
+        if response.status_code != 200 or response.json().get("status") != "executed":
+            raise BenchmarkError("a JSON API call did not execute", status=response.status_code)
+    return took
+
+
+def _engine_writes(root: Path, calls: int) -> list[float]:
+    """Seconds of each write action of a scripted workspace run of ``calls`` writes driven by the
+    engine in this process (one commit per write, its default: DESIGN.md section 4.13), measured
+    from one write's end to the next one's; the first, which also opens the session, left out."""
+    task = workspace_task(directory=root / "engine-writes", task_id="bench-gateway-engine-writes",
+                          writes=calls + 1)
+    run_id = run_start(spec_path=task, worker="bench-gateway-engine")
+    took: list[float] = []
+    mark = [time.perf_counter(), 0]
+
+    def on_step(step: StepReport) -> None:
+        if step.cursor > mark[1]:
+            now = time.perf_counter()
+            took.append(now - float(mark[0]))
+            mark[0], mark[1] = now, step.cursor
+
+    if run_advance(run_id=run_id, worker="bench-gateway-engine", on_step=on_step).phase != Phase.COMPLETED:
+        raise BenchmarkError("the engine's timed run did not complete", run_id=run_id)
+    return took[1:] or took
 
 
 def _throughput(root: Path, clients: int, calls: int) -> dict[str, Any]:

@@ -185,7 +185,7 @@ def approval_amend(*, run_id: str, approver: str, arguments: Mapping[str, Any], 
     note = note.strip()[:500]
     with _waiting_session(run_id=run_id, approver=approver, action="amend") as (ctx, pending, receipt):
         if receipt is not None:
-            receipt_settle(ctx, receipt, reconciled=True)
+            receipt_settle(ctx, receipt, reconciled=True, fold=False)
             outcome = AmendmentOutcome(run_id, "reconciled", None, None, None, pending.intent_digest, None,
                                        ctx.state.phase.value)
         else:

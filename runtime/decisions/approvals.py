@@ -139,7 +139,7 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
     with _waiting_session(run_id=run_id, approver=approver,
                           action="refresh" if refresh_only else "approve") as (ctx, pending, receipt):
         if receipt is not None:
-            receipt_settle(ctx, receipt, reconciled=True)
+            receipt_settle(ctx, receipt, reconciled=True, fold=False)
             outcome = ApprovalOutcome(run_id, "reconciled", None, None, ctx.state.phase.value)
         else:
             outcome = _grant(ctx, pending, approver=approver, seen=environment_fingerprint,

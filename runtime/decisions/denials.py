@@ -69,7 +69,7 @@ def approval_deny(*, run_id: str, approver: str, reason: str, mode: DenyMode | s
     with _waiting_session(run_id=run_id, approver=approver, action="deny") as (ctx, pending, receipt):
         state = ctx.state
         if receipt is not None:
-            receipt_settle(ctx, receipt, reconciled=True)
+            receipt_settle(ctx, receipt, reconciled=True, fold=False)
             raise ApprovalRefusedError("the write already committed before a crash; it was reconciled, not denied",
                                        run_id=run_id)
         obs = ctx.adapter.observe()

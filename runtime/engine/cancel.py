@@ -46,7 +46,7 @@ def run_cancel(session: RunSession) -> None:
     if state.pending is not None:
         receipt = session.adapter.lookup_receipt(state.pending.idempotency_key)
         if receipt is not None:
-            receipt_settle(session, receipt, reconciled=True)
+            receipt_settle(session, receipt, reconciled=True, fold=False)  # a cancel proposes nothing
             if state.phase != Phase.RUNNING:
                 return
         else:

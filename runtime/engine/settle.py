@@ -26,13 +26,16 @@ CP_AFTER_CACHE = register("engine.after_receipt_cache",
 CP_AFTER_STEP = register("engine.after_step_commit", "write recorded and state advanced")
 
 
-def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool) -> None:
+def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool, fold: bool = True) -> None:
     """Check a receipt against the pending intent and the cache, then record it and advance.
 
     Args:
         receipt: the adapter's receipt for the pending write's idempotency key.
         reconciled: True when the adapter already held it (found by querying the key after a
             crash, a timeout or an approval), False when this session's execute returned it.
+        fold: whether the next write may be proposed into the same commit (one commit per write,
+            DESIGN.md section 4.13); False where nothing new may be proposed -- an operator's
+            cancel, a person's approval decision -- so the receipt commits alone.
 
     Raises:
         EngineError: there is no pending write to settle.
@@ -93,7 +96,7 @@ def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool) -
     state.stop_detail = ""
     # The next write's intent rides in the same checkpoint when the planner can say it at once
     # (DESIGN.md section 4.13): one commit per write in steady state.
-    following = intent_fold(session, obs)
+    following = intent_fold(session, obs) if fold else []
     # The receipt itself is in the ledger entry written by this same commit (and in the cache
     # row); the event names it by fingerprint instead of a third copy (DESIGN.md section 4.14).
     session_commit(session, ("write.reconciled" if reconciled else "write.executed", {

@@ -198,9 +198,10 @@ VARIABLES: tuple[Variable, ...] = (
        "`all`: dashboard, admin, `/metrics` and the JSON API. `agent`: only the JSON API and `/metrics`, "
        "and the process refuses to start with a private approval, reviewer or export key or without "
        "the checkpoint and public keys in the environment (DESIGN.md section 2.4)."),
-    _V("RATCHET_FOLD_INTENTS", "bool", False, RUNTIME,
+    _V("RATCHET_FOLD_INTENTS", "bool", True, RUNTIME,
        "One commit per write (DESIGN.md section 4.13): a planner that proposes at once has the intent "
-       "of its next write committed with the receipt of the last one."),
+       "of its next write committed with the receipt of the last one. Writes that wait for an approval "
+       "or a gateway caller keep two commits either way."),
     _V("RATCHET_TASK_SLICE_SECONDS", "seconds", 2.0, CELERY,
        "How long one task drives its run before it looks whether other runs wait (DESIGN.md section 5.7)."),
     _V("RATCHET_TASK_MAX_SECONDS", "seconds", 60.0, CELERY,

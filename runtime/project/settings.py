@@ -565,8 +565,9 @@ if RATCHET_ARCHIVE_AFTER_SECONDS is not None:
         "task": "ratchet.archive", "schedule": RATCHET_ARCHIVE_EVERY_SECONDS,
         "options": {"expires": RATCHET_ARCHIVE_EVERY_SECONDS}}
 # --- One commit per write (DESIGN.md section 4.13) ---------------------------------------------
-# With this on, a planner that proposes at once (the scripted and git-history planners) has the
-# intent of its next write committed in the same checkpoint as the receipt of the last one.
+# On by default: a planner that proposes at once (the scripted and git-history planners) has the
+# intent of its next write committed in the same checkpoint as the receipt of the last one. Off
+# only to reach the settled state between two writes mid-run (no write pending).
 RATCHET_FOLD_INTENTS = _read("RATCHET_FOLD_INTENTS")
 # --- Process role (runtime.project.process_role, DESIGN.md section 2.4) -------------------------
 # An agent process serves only the JSON API and holds no private key; checked here, before any

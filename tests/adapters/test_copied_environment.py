@@ -79,7 +79,8 @@ TWO_WRITES = [{"target": "notes/first.txt", "content": "one\n"}, {"target": "not
 @pytest.mark.django_db(transaction=True)
 def test_it_fails_closed_on_a_byte_copy_of_the_workspace(tmp_path: Path, ratchet_keys: object) -> None:
     run_id = run_start(spec_path=write_scripted_task(tmp_path / "task", TWO_WRITES))
-    assert run_advance(run_id=run_id, max_steps=3).phase == "pending"  # first written, second proposed
+    # first written, second proposed in the same commit (one commit per write, DESIGN.md section 4.13)
+    assert run_advance(run_id=run_id, max_steps=2).phase == "pending"
     workspace = run_target(run_id)
     original = workspace.with_name("workspace.orig")
     # The original is moved aside, half-written, and a byte copy (instance id file included)

@@ -132,6 +132,8 @@ def test_it_drives_each_run_of_a_batch_once_even_when_the_batch_comes_twice(
     replay_task: Path, settings
 ) -> None:
     settings.RATCHET_STEPS_PER_TASK = 1000
+    # each run is driven to its end in one task however loaded the machine: no time slice
+    settings.RATCHET_TASK_SLICE_SECONDS = settings.RATCHET_TASK_MAX_SECONDS = 600.0
     first, second = run_start(spec_path=replay_task), run_start(spec_path=replay_task)
     batch = [[first, 1], [second, 1]]
 

@@ -4,7 +4,7 @@ DESIGN.md sections 5 and 8: "kill the process before and after every persistence
 result after recovery is still unique". For each registered crash point of the engine, the
 checkpoint commit protocol and the git adapter -- at its first and third hit where a run hits it
 three times or more -- a child ``manage.py run`` of a five-commit git-history replay SIGKILLs
-itself there (``RATCHET_CRASH_AT=<point>:<nth>``, lease 1 s). A new child ``manage.py resume``
+itself there (``RATCHET_CRASH_AT=<point>:<nth>``, lease 3 s). A new child ``manage.py resume``
 takes the expired lease over and finishes the run. Then, from the environment's own records:
 
 * the replayed HEAD tree equals the source tip tree (the uninterrupted run's result);
@@ -66,7 +66,10 @@ from tests.helpers.procs import KILLED, ChildResult, child_env, run_manage
 from tests.planners.gitrepo import git
 
 GIT_RUN_HITS = {
-    "engine.before_propose": SOURCE_COMMITS + 1,  # one more: the proposal that says "done"
+    # the first proposal, one inside each receipt's step (one commit per write, DESIGN.md section
+    # 4.13: the receipt of write N commits with the intent of write N+1), and the last one asked
+    # again by the step after the receipt that answered "done"
+    "engine.before_propose": SOURCE_COMMITS + 2,
     "engine.after_intent_commit": SOURCE_COMMITS,
     "engine.before_execute": SOURCE_COMMITS,
     "engine.after_execute": SOURCE_COMMITS,
@@ -78,14 +81,15 @@ GIT_RUN_HITS = {
     "git.before_ref_update": SOURCE_COMMITS,
     "git.after_ref_update": SOURCE_COMMITS,
     "git.after_write": SOURCE_COMMITS,
-    # create + (intent, receipt) per write + completion
-    "checkpoint.after_append": 2 * SOURCE_COMMITS + 2,
-    "checkpoint.before_hwm_cas": 2 * SOURCE_COMMITS + 2,
-    "checkpoint.after_hwm_cas": 2 * SOURCE_COMMITS + 2,
+    # create + the first intent + one folded commit (receipt N, intent N+1) per write but the
+    # last + the last receipt + completion
+    "checkpoint.after_append": SOURCE_COMMITS + 3,
+    "checkpoint.before_hwm_cas": SOURCE_COMMITS + 3,
+    "checkpoint.after_hwm_cas": SOURCE_COMMITS + 3,
     # The receipts ledger (DESIGN.md section 3.1): between its rows and the checkpoint row, and
     # right after the one transaction committed.
-    "checkpoint.after_ledger_rows": 2 * SOURCE_COMMITS + 2,
-    "checkpoint.after_commit": 2 * SOURCE_COMMITS + 2,
+    "checkpoint.after_ledger_rows": SOURCE_COMMITS + 3,
+    "checkpoint.after_commit": SOURCE_COMMITS + 3,
 }
 """How often an uninterrupted run of the replay task hits each point (checked below)."""
 
@@ -124,9 +128,14 @@ def _run_id(killed: ChildResult) -> str:
     return first.removeprefix("run ")
 
 
+KILLED_LEASE_SECONDS = "3"
+"""The killed child's lease: short, so a resume takes the dead holder's lease over within its
+``--wait``, and long enough that a step on a loaded machine does not outlive it before the kill."""
+
+
 def _killed(task: Path, point: str, nth: int) -> str:
     killed = run_manage("run", str(task), "--no-progress",
-                        env=child_env(RATCHET_CRASH_AT=f"{point}:{nth}", RATCHET_LEASE_SECONDS="1"))
+                        env=child_env(RATCHET_CRASH_AT=f"{point}:{nth}", RATCHET_LEASE_SECONDS=KILLED_LEASE_SECONDS))
     assert killed.returncode == KILLED, (killed.returncode, killed.stdout, killed.stderr)
     return _run_id(killed)
 
@@ -246,12 +255,12 @@ def test_it_covers_every_crash_point_a_run_hits(
     assert workspace_hits == WORKSPACE_RUN_HITS
     git_run = Counter({p: n for p, n in hits.items() if not p.startswith("workspace.")})
     # The workspace run hit the engine and checkpoint points too: subtract its share.
-    workspace_share = {"engine.before_propose": len(WORKSPACE_STEPS) + 1,
+    workspace_share = {"engine.before_propose": len(WORKSPACE_STEPS) + 2,
                        "engine.before_verify": 1,
                        **{p: len(WORKSPACE_STEPS) for p in GIT_RUN_HITS
                           if p.startswith("engine.") and p not in ("engine.before_propose",
                                                                    "engine.before_verify")},
-                       **{p: 2 * len(WORKSPACE_STEPS) + 2 for p in GIT_RUN_HITS
+                       **{p: len(WORKSPACE_STEPS) + 3 for p in GIT_RUN_HITS
                           if p.startswith("checkpoint.")}}
     git_run.subtract(workspace_share)
     assert dict(git_run) == GIT_RUN_HITS

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.test import override_settings
 
 from runtime.engine import run_advance, run_start
 from runtime.models import Run
@@ -47,11 +48,20 @@ def _assert_frozen_without_writes(run_id: str, report, effects_before, effects) 
     assert trace_events(run_id, "review.opened")[-1]["reason"] == "environment_drift"
 
 
+def _placed(run_id: str, stop_after: int) -> None:
+    """Advance ``stop_after`` steps: 1 leaves the first write pending, 2 leaves it recorded with
+    nothing pending -- the settled state a receipt commits alone when the next proposal is not
+    folded into it (DESIGN.md section 4.13), which is turned off here to reach it mid-run."""
+    with override_settings(RATCHET_FOLD_INTENTS=False):
+        assert run_advance(run_id=run_id, max_steps=stop_after).phase == (
+            "pending" if stop_after == 1 else "running")
+
+
 @pytest.mark.parametrize("stop_after", [1, 2], ids=["pending", "running"])
 def test_it_binds_the_fingerprint_not_only_the_version(workspace_task: Path,
                                                         stop_after: int) -> None:
     run_id = run_start(spec_path=workspace_task)
-    run_advance(run_id=run_id, max_steps=stop_after)
+    _placed(run_id, stop_after)
     workspace = run_target(run_id)
     version = run_adapter(run_id).observe().version
     before = journal_effects(workspace)
@@ -99,7 +109,7 @@ def test_it_refuses_a_copy_of_the_environment_swapped_in_place(workspace_task: P
 @pytest.mark.parametrize("stop_after", [1, 2], ids=["pending", "running"])
 def test_it_refuses_two_commits_made_outside_the_run(replay_task: Path, stop_after: int) -> None:
     run_id = run_start(spec_path=replay_task)
-    run_advance(run_id=run_id, max_steps=stop_after)
+    _placed(run_id, stop_after)
     target = run_target(run_id)
     before = keyed_commits(target)
     for n in (1, 2):

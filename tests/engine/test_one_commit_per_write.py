@@ -1,4 +1,4 @@
-"""Story: with ``RATCHET_FOLD_INTENTS`` on, a planner that proposes at once gets one checkpoint per
+"""Story: with ``RATCHET_FOLD_INTENTS`` on (the default), a planner that proposes at once gets one checkpoint per
 write in steady state -- the receipt of write N and the intent of write N+1 commit together --
 and every crash window still holds (DESIGN.md sections 4.13 and 5.3).
 
@@ -31,7 +31,11 @@ from runtime.engine import run_advance, run_start
 from runtime.engine.advance import StepReport
 from runtime.models import Run, TraceEvent
 from tests.engine.support import WORKSPACE_STEPS, crash_point_hits, write_scripted_task
-from tests.engine.test_crash_matrix import _assert_recovered_cleanly, _assert_workspace_written_exactly_once
+from tests.engine.test_crash_matrix import (
+    KILLED_LEASE_SECONDS,
+    _assert_recovered_cleanly,
+    _assert_workspace_written_exactly_once,
+)
 from tests.helpers.db_counts import db_counting
 from tests.helpers.procs import KILLED, child_env, run_manage
 
@@ -161,7 +165,7 @@ def test_a_write_that_waits_for_an_approval_keeps_its_own_checkpoint(tmp_path: P
 def test_a_folded_run_writes_each_file_exactly_once_after_a_kill(
         tmp_path: Path, point: str, nth: int) -> None:
     killed = run_manage("run", str(_folded_task(tmp_path)), "--no-progress",
-                        env=child_env(RATCHET_CRASH_AT=f"{point}:{nth}", RATCHET_LEASE_SECONDS="1",
+                        env=child_env(RATCHET_CRASH_AT=f"{point}:{nth}", RATCHET_LEASE_SECONDS=KILLED_LEASE_SECONDS,
                                       RATCHET_FOLD_INTENTS="1"))
     assert killed.returncode == KILLED, (killed.returncode, killed.stdout, killed.stderr)
     run_id = killed.stdout.splitlines()[0].removeprefix("run ")

@@ -31,7 +31,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_it_cancels_a_pending_write_that_never_ran_without_an_effect(workspace_task: Path) -> None:
     run_id = run_start(spec_path=workspace_task)
-    run_advance(run_id=run_id, max_steps=3)  # one write done, the second one pending
+    # one write done and, in the same commit, the second one proposed (one commit per write,
+    # DESIGN.md section 4.13): the second is pending
+    run_advance(run_id=run_id, max_steps=2)
     pending = restore(run_id).state.pending
 
     run_request_cancel(run_id=run_id, requested_by="operator@example.org")

@@ -24,6 +24,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 
+def _killed_settled(replay_task: Path) -> str:
+    """A run killed right after its first receipt committed alone, nothing pending: the child
+    does not fold the next intent into that receipt (one commit per write, DESIGN.md section
+    4.13), so the recovered run's first step is a proposal, not a write."""
+    return run_killed_at(replay_task, "engine.after_step_commit", RATCHET_FOLD_INTENTS="0")
+
+
 def _stats(run_id: str) -> dict:
     out = run_manage("recovery_stats", "--json", "--run", run_id)
     assert out.returncode == 0, out.stderr
@@ -68,7 +75,7 @@ def test_it_counts_a_resume_that_freezes_on_drift_as_failed(replay_task: Path) -
 
 
 def test_it_counts_a_recovery_that_froze_two_checkpoints_later_as_failed(replay_task: Path) -> None:
-    run_id = run_killed_at(replay_task, "engine.after_step_commit")
+    run_id = _killed_settled(replay_task)
     recovered = run_advance(run_id=run_id, wait_seconds=10, max_steps=1)  # proposes: not a write
     assert (recovered.recovered, recovered.phase) == (True, "pending")
     (run_target(run_id) / "README.md").write_text("edited before the recovered run wrote anything\n")
@@ -82,7 +89,7 @@ def test_it_counts_a_recovery_that_froze_two_checkpoints_later_as_failed(replay_
 
 
 def test_it_leaves_a_recovery_open_until_the_run_writes_or_freezes(replay_task: Path) -> None:
-    run_id = run_killed_at(replay_task, "engine.after_step_commit")
+    run_id = _killed_settled(replay_task)
 
     run_advance(run_id=run_id, wait_seconds=10, max_steps=1)
 

@@ -80,7 +80,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "source": None,
         "scenario": [
             {"step": "start"},
-            {"step": "advance", "max_steps": 3},
+            # the first write, and in its receipt's commit the second one proposed (one commit
+            # per write, DESIGN.md section 4.13): the second is pending
+            {"step": "advance", "max_steps": 2},
             {"step": "cancel", "by": "operator@example.org"},
             {"step": "advance"},
         ],
@@ -91,7 +93,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "source": None,
         "scenario": [
             {"step": "start"},
-            {"step": "advance", "max_steps": 3},
+            {"step": "advance", "max_steps": 2},  # the second write pending, as above
             {"step": "deliver_pending_again", "times": 2},
             {"step": "advance"},
         ],

@@ -5,7 +5,10 @@ A write is an intent checkpoint (before the side effect) and a receipt checkpoin
 each one transaction on the main database (the commit point) and the high-water mark's
 compare-and-set in its own database (section 4.2). The lease renewal, the receipt-cache row, the
 ledger entry and the trace events ride in those commits. Counted over a scripted workspace run's
-steps, not timed.
+steps, not timed, with one commit per write turned off: this is the price of a write whose
+proposal must wait (an approval, a gateway call), which keeps its two checkpoints (DESIGN.md
+section 4.13). The folded write of a planner that proposes at once is counted in
+``test_one_commit_per_write.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.test import override_settings
 
 from runtime.engine import run_advance, run_start
 from tests.helpers.db_counts import DbCounts, db_counting
@@ -37,6 +41,7 @@ def _per_step(run_id: str, steps: int) -> list[DbCounts]:
     return per_step
 
 
+@override_settings(RATCHET_FOLD_INTENTS=False)
 def test_a_write_action_takes_two_main_transactions_and_two_of_the_mark(workspace_task: Path):
     run_id = run_start(spec_path=workspace_task)
     steps = _per_step(run_id, 6)  # propose + execute, three writes

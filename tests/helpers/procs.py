@@ -183,11 +183,12 @@ def wait_listening(proc: subprocess.Popen, port: int, *, what: str, timeout: flo
     raise AssertionError(f"{what} did not start")
 
 
-def run_killed_at(task: Path, point: str) -> str:
+def run_killed_at(task: Path, point: str, **env: str) -> str:
     """Start ``task`` with ``manage.py run`` in a child armed to SIGKILL itself at crash point
-    ``point`` (``name`` or ``name:hit``) with a 1-second lease; return the run id it announced."""
+    ``point`` (``name`` or ``name:hit``) with a 1-second lease (``env``: more settings for the
+    child); return the run id it announced."""
     killed = run_manage("run", str(task), "--no-progress",
-                        env=child_env(RATCHET_CRASH_AT=point, RATCHET_LEASE_SECONDS="1"))
+                        env=child_env(RATCHET_CRASH_AT=point, RATCHET_LEASE_SECONDS="1", **env))
     if killed.returncode != KILLED:
         raise AssertionError(f"the run was not killed at {point}: {killed.stderr[-500:]}")
     return killed.stdout.splitlines()[0].removeprefix("run ")

@@ -27,7 +27,9 @@ def test_the_page_shows_what_recovery_stats_computes(
 ) -> None:
     clean = run_killed_at(replay_task, "engine.after_execute:2")
     assert run_advance(run_id=clean, wait_seconds=10).phase == "completed"
-    frozen = run_killed_at(replay_task, "engine.after_step_commit")
+    # the first receipt committed alone (one commit per write off in the child, DESIGN.md section
+    # 4.13), so the recovered run's first step proposes and writes nothing
+    frozen = run_killed_at(replay_task, "engine.after_step_commit", RATCHET_FOLD_INTENTS="0")
     run_advance(run_id=frozen, wait_seconds=10, max_steps=1)
     (run_target(frozen) / "README.md").write_text("edited before the recovered run wrote anything\n")
     assert run_advance(run_id=frozen, wait_seconds=10).phase == "needs_review"

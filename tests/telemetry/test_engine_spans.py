@@ -44,12 +44,14 @@ def test_a_run_is_one_trace_named_by_its_id(tmp_path: Path, spans: InMemorySpanE
     assert all(s.parent.span_id == advance.context.span_id for s in steps)
     assert all(s.attributes["ratchet.run_id"] == run_id and s.attributes["ratchet.adapter"] == "workspace"
                for s in steps)
-    # The steps walk the generations in order; each execute step names the key it settles.
+    # The steps walk the generations in order; each execute step names the key it settles, and
+    # the step that proposed a write names it after: a proposal step, or with one commit per write
+    # (DESIGN.md section 4.13) the execute step of the write before.
     generations = [s.attributes["ratchet.generation"] for s in sorted(steps, key=lambda s: s.start_time)]
     assert generations == sorted(generations) and len(set(generations)) == len(generations)
     executes = [s for s in steps if s.attributes["ratchet.phase"] == "pending"]
-    proposes = [s for s in steps if s.attributes["ratchet.phase"] == "running"
-                and "ratchet.idempotency_key.after" in s.attributes]
+    proposes = [s for s in steps if s.attributes.get("ratchet.idempotency_key.after")
+                not in (None, s.attributes.get("ratchet.idempotency_key"))]
     assert len(executes) == len(WRITES) == len(proposes)
     assert ({s.attributes["ratchet.idempotency_key"] for s in executes}
             == {s.attributes["ratchet.idempotency_key.after"] for s in proposes})

@@ -55,6 +55,11 @@ class Command(BaseCommand):
         self.stdout.write(f"  direct adapter write   median {d['median_ms']} ms  p95 {d['p95_ms']} ms")
         self.stdout.write(f"  gateway call           median {g['median_ms']} ms  p95 {g['p95_ms']} ms")
         self.stdout.write(f"  overhead (median)      {report['overhead_median_ms']} ms")
+        j, e, r = report["json_api"], report["engine_write"], report["ratio_to_engine_write"]
+        self.stdout.write(f"  JSON API call          median {j['median_ms']} ms  p95 {j['p95_ms']} ms")
+        self.stdout.write(f"  engine write action    median {e['median_ms']} ms  p95 {e['p95_ms']} ms")
+        self.stdout.write(f"  over the engine's write (medians): in-process {r['gateway']}x, "
+                          f"JSON API {r['json_api']}x")
         self.stdout.write("  per call (exact counts on every database touched; medians over "
                           f"{next(iter(report['per_call'].values()))['units']} calls):")
         self.stdout.write("    statements  round trips  durable tx  client fsyncs  what")

@@ -1,7 +1,8 @@
 """Story: the credential expired while nobody drove the run; the resume freezes before anything executes.
 
 DESIGN.md section 5.9 ("before recovery, check whether ... credentials are still valid"). A run
-placed its first order; then the operator's service revoked the bearer token. A worker resuming
+placed its first order (and committed the intent of its second with that receipt, DESIGN.md
+section 4.13); then the operator's service revoked the bearer token. A worker resuming
 the run (``manage.py resume``, a child process) probes the credential first: the run freezes in
 ``needs_review`` with a reason that names the credential, nothing is proposed or sent, and the
 service still holds the one order.
@@ -23,7 +24,11 @@ from tests.engine.support import restore, trace_types
 def test_it_freezes_on_an_expired_credential_before_anything_executes(
         tmp_path: Path, orders: OrdersService, secrets_in_env: None) -> None:
     run_id = run_start(spec_path=write_orders_task(tmp_path, orders, count=3))
-    assert run_advance(run_id=run_id, max_steps=2).cursor == 1  # order 0 placed and recorded
+    # order 0 placed and recorded; one commit per write (DESIGN.md section 4.13) committed the
+    # intent of order 1 with that receipt, before the credential expired
+    assert run_advance(run_id=run_id, max_steps=2).cursor == 1
+    folded = restore(run_id).state.pending
+    assert folded is not None and folded.idempotency_key == run_keys(run_id, 2)[1]
     events_before = trace_types(run_id)
     orders.expire_credential()
 
@@ -36,5 +41,7 @@ def test_it_freezes_on_an_expired_credential_before_anything_executes(
     assert "HttpCredentialExpiredError" in (state.stop_detail or "")
     new_events = trace_types(run_id)[len(events_before):]
     assert not {"intent.proposed", "write.executed", "write.outcome_unknown"} & set(new_events)
-    assert state.pending is None and state.cursor == 1
+    # the intent committed before the expiry is still only an intent: nothing was sent for it
+    assert state.cursor == 1 and state.pending is not None
+    assert state.pending.intent_digest == folded.intent_digest
     assert orders.orders_per_key() == {run_keys(run_id, 1)[0]: 1}

@@ -58,7 +58,9 @@ from tests.helpers.procs import KILLED, MANAGE, ROOT
 ORDERS = 3
 
 WORKER_HITS = {
-    "engine.before_propose": ORDERS + 1,  # one more: the proposal that says "done"
+    # the first proposal, one inside each receipt's step (one commit per write, DESIGN.md section
+    # 4.13), and the last one asked again by the step after the receipt that answered "done"
+    "engine.before_propose": ORDERS + 2,
     "engine.after_intent_commit": ORDERS,
     "engine.before_execute": ORDERS,
     "engine.after_execute": ORDERS,
@@ -67,8 +69,9 @@ WORKER_HITS = {
     "engine.before_verify": 1,
     "http.before_request": ORDERS,
     "http.after_response": ORDERS,
-    # creation + (intent, receipt) per order + completion
-    **{p: 2 * ORDERS + 2 for p in ("checkpoint.after_ledger_rows", "checkpoint.after_append",
+    # creation + the first intent + one folded commit (receipt N, intent N+1) per order but the
+    # last + the last receipt + completion
+    **{p: ORDERS + 3 for p in ("checkpoint.after_ledger_rows", "checkpoint.after_append",
                                    "checkpoint.before_hwm_cas", "checkpoint.after_commit",
                                    "checkpoint.after_hwm_cas")},
 }
