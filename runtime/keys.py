@@ -386,3 +386,48 @@ def reviewer_key_load(path: Path) -> tuple[str, Keyring]:
         raise KeyringError(f"not a {REVIEWER_KEY_FORMAT} file", path=Path(path).name)
     ring = Keyring(TrustRoot.REVIEWER, {data["key_id"]: SecretKey.from_b64(data["private"])}, data["key_id"])
     return data["reviewer"], ring
+
+
+def _spec(current: str, keys: dict[str, str]) -> str:
+    """``kid:BASE64[,kid:BASE64...]`` with the current key first (it is the one that signs)."""
+    ordered = [current] + sorted(k for k in keys if k != current)
+    return ",".join(f"{key_id}:{keys[key_id]}" for key_id in ordered if key_id in keys)
+
+
+def agent_env_write(*, out: Path) -> list[str]:
+    """Write the environment of an agent process (DESIGN.md section 2.4) to ``out``, mode 0600:
+    ``RATCHET_CHECKPOINT_KEYS`` (the checkpoint key, a secret every process that writes
+    checkpoints needs) and ``RATCHET_<ROOT>_PUBLIC_KEYS`` of the approval, reviewer and export
+    roots. No private key of those roots is ever written; the file is created new (never
+    overwritten) so no other reader holds it open.
+
+    Args:
+        out: a path that does not exist yet.
+
+    Returns:
+        The variable names written (never their values).
+
+    Raises:
+        KeyringError: no checkpoint key configured, a root without keys, or ``out`` exists.
+    """
+    spec = os.environ.get(_env_name(TrustRoot.CHECKPOINT))
+    if not spec:
+        path, _ = _key_file(None)
+        section = _read_file(path).get(TrustRoot.CHECKPOINT.value)
+        if not isinstance(section, dict) or not isinstance(section.get("keys"), dict) or not section["keys"]:
+            raise KeyringError("no checkpoint key is configured (RATCHET_CHECKPOINT_KEYS or the key file)")
+        spec = _spec(str(section.get("current")), {str(k): str(v) for k, v in section["keys"].items()})
+    lines = {_env_name(TrustRoot.CHECKPOINT): spec}
+    document = public_keys_document()
+    for root in TrustRoot:
+        if root.asymmetric:
+            entry = document[root.value]
+            lines[_public_env_name(root)] = _spec(entry["current"], entry["public"])
+    text = "".join(f"{name}={value}\n" for name, value in lines.items())
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise KeyringError("the agent environment file exists already; choose a new path", path=out.name) from None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return list(lines)

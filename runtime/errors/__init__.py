@@ -178,6 +178,7 @@ from runtime.errors.inputs import (
     ReviewCaseNotFoundError,
     RunNotFoundError,
     TaskSpecError,
+    TaskSpecUnreadableError,
     UnknownDigestKindError,
 )
 from runtime.errors.ownership import (
@@ -285,7 +286,7 @@ __all__ = (
     "RunNotFoundError", "RunSpecMissingError", "SECRET_CONTEXT_NAMES", "ScenarioMismatchError", "SigningError",
     "SqlCredentialRejectedError", "SqlParamsInvalidError", "SqlReceiptStoreMissingError", "SqlStatementError",
     "SqlTargetUnavailableError", "SqlTemplateNotAllowedError", "StaleGenerationError", "StorageUnavailableError",
-    "TaskSpecError",
+    "TaskSpecError", "TaskSpecUnreadableError",
     "TelemetrySetupError",
     "ToolArgumentsError", "TraceChainError", "UnknownAdapterError", "UnknownDigestKindError", "UnknownKeyError",
     "UnknownToolError", "VerifierCommandError", "VerifierCommandNotFoundError", "VerifierCommandTimeoutError",

@@ -54,6 +54,14 @@ class TaskSpecError(InvalidInputError):
     hint = "fix the named fields in the task file; the run was not created"
 
 
+class TaskSpecUnreadableError(TaskSpecError):
+    """The task spec file cannot be opened or read (missing, a directory, no permission)."""
+
+    default_message = "the task spec file cannot be read"
+    hint = ("check the path: a relative path is read from the current directory, which the message "
+            "names; the run was not created")
+
+
 class PolicyActionsError(TaskSpecError):
     """A planner that offers the adapter's actions (chat-tools, external) would offer none: the
     policy's ``allowed_actions`` names none of them (``runtime.taskspec.offered_actions``)."""

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.nesting import MAX_NESTING_DEPTH
-from runtime.errors import TaskSpecError
+from runtime.errors import TaskSpecError, TaskSpecUnreadableError
 from runtime.taskspec.models import TaskSpec, validate_task_spec
 from runtime.taskspec.offered_actions import offered_actions_check
 
@@ -93,7 +93,8 @@ def load_task_spec(path: str | Path) -> TaskSpec:
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
-        raise TaskSpecError(f"task spec {name} cannot be read: {exc.strerror}", file=name) from None
+        where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
+        raise TaskSpecUnreadableError(f"task spec {path} cannot be read{where}: {exc.strerror}", file=name) from None
     except UnicodeDecodeError:
         raise TaskSpecError(f"task spec {name} is not UTF-8 text", file=name) from None
     try:

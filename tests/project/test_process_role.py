@@ -110,3 +110,31 @@ def test_n13_an_agent_process_serves_agents_through_an_approval_and_nothing_else
         if proc.poll() is None:
             proc.terminate()
         proc.communicate(timeout=60)
+
+
+@override_settings(ROOT_URLCONF="runtime.project.urls_agent")
+def test_n13_every_path_an_agent_process_does_not_serve_is_the_json_404(client) -> None:  # type: ignore[no-untyped-def]
+    for method, path in (("get", "/api/v1/"), ("get", "/"), ("post", "/zzz"), ("post", "/admin/login/"),
+                         ("delete", "/api/v1/zzz")):
+        answer = getattr(client, method)(path)
+        assert answer.status_code == 404 and answer.json()["error"]["code"], (method, path, answer.content[:200])
+    assert client.get("/api/v1/docs").status_code == 200, "the API's own docs page is served"
+
+
+def test_n13_keys_agent_env_writes_the_agent_environment_and_no_private_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ratchet_keys: dict[str, TestKey]) -> None:
+    out = tmp_path / "agent.env"
+    done = run_manage("keys", "agent-env", "--out", str(out), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_mode & 0o777 == 0o600
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert set(env) == set(AGENT_KEY_VARIABLES)
+    assert env["RATCHET_CHECKPOINT_KEYS"] == ratchet_keys["checkpoint"].spec
+    for root in ("approval", "reviewer", "export"):
+        assert env[f"RATCHET_{root.upper()}_PUBLIC_KEYS"] == ratchet_keys[root].public_spec
+        assert ratchet_keys[root].b64 not in out.read_text(), "never a private key"
+    assert ratchet_keys["checkpoint"].b64 not in done.stdout + done.stderr, "a key is never printed"
+    again = run_manage("keys", "agent-env", "--out", str(out), timeout=120)
+    assert again.returncode != 0 and "exists already" in again.stderr
+    checked = run_manage("check", env={**_agent_env(ratchet_keys), **env}, timeout=120)
+    assert checked.returncode == 0, checked.stderr

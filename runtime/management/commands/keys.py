@@ -2,6 +2,9 @@
 
 * ``keys export-public [--out FILE]`` writes the public keys of the approval, reviewer and export
   roots (JSON, no secret, no checkpoint key); ``verify_bundle --public-keys FILE`` uses it.
+* ``keys agent-env --out FILE`` writes the environment of an agent process (mode 0600, a new
+  file): the checkpoint key and the public keys of the other roots, never their private keys
+  (DESIGN.md section 2.4). Only to a file: a key is never printed.
 * ``keys reviewer-add NAME --out FILE`` creates NAME's own Ed25519 key file (mode 0600) and adds
   its public key, bound to NAME, to the reviewer trust root in the key file; NAME then decides
   with ``cases decide CASE_ID --key-file FILE``.
@@ -18,24 +21,37 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
-from runtime.keys import public_keys_document, reviewer_key_create, reviewer_key_env_entries, reviewer_root_from_env
+from runtime.keys import (
+    agent_env_write,
+    public_keys_document,
+    reviewer_key_create,
+    reviewer_key_env_entries,
+    reviewer_root_from_env,
+)
 from runtime.management.document_output import document_write
 
 
 class Command(BaseCommand):
-    help = "Keys: `export-public [--out FILE]`, `reviewer-add NAME --out FILE`."
+    help = "Keys: `export-public [--out FILE]`, `agent-env --out FILE`, `reviewer-add NAME --out FILE`."
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         export = sub.add_parser("export-public", help="write the public keys for an auditor")
         export.add_argument("--out", default="-", help="file to write (default: stdout)")
+        agent = sub.add_parser("agent-env", help="write an agent process's environment (no private key) to a new file")
+        agent.add_argument("--out", required=True, help="the new file (mode 0600)")
         add = sub.add_parser("reviewer-add", help="create a reviewer's own key file")
         add.add_argument("name")
         add.add_argument("--out", required=True, help="the new private key file (give it to NAME only)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
+            if options["action"] == "agent-env":
+                names = agent_env_write(out=Path(options["out"]))
+                self.stdout.write(f"{', '.join(names)} written to {options['out']} (mode 0600); start the agent "
+                                  "process with them and RATCHET_PROCESS_ROLE=agent")
+                return
             if options["action"] == "reviewer-add":
                 key_id = reviewer_key_create(name=options["name"], out=Path(options["out"]))
                 if reviewer_root_from_env():
