@@ -19,7 +19,8 @@ from langgraph.types import Command
 from ratchet_client import Client
 from ratchet_client.langgraph import ratchet_tools
 
-from runtime.decisions.approvals import approval_deny, approval_grant, approvals_waiting
+from runtime.decisions.approvals import approval_grant, approvals_waiting
+from runtime.decisions.denials import approval_deny
 from runtime.gateway.operator_credentials import credential_issue
 from tests.gateway.support import effects_by_key
 from tests.gateway_clients.conftest import PUBLIC

@@ -21,7 +21,7 @@ from openai import AsyncOpenAI
 from ratchet_client import Client
 from ratchet_client.openai_agents import RatchetTools
 
-from runtime.decisions.approvals import approval_deny
+from runtime.decisions.denials import approval_deny
 from runtime.models import ReviewCase, Run
 from tests.gateway_clients.conftest import web_kill, web_start
 from tests.gateway_clients.openai_agents.support import (
