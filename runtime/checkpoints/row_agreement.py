@@ -4,25 +4,16 @@ section 4.10).
 A worker drops the message of a run whose row is finished or frozen, and ``resume`` reports a
 finished row's phase without stepping. Both are decisions made from an unsigned copy; this
 module confirms the copy against the committed checkpoint first, so an edited row fails closed
-(``restore.refused`` traced, a typed error) instead of silently stopping a live run.
+(a review case, ``restore.refused`` traced, a typed error) instead of silently stopping a live run.
 """
 
 from __future__ import annotations
 
-import logging
-
-from django.db import DatabaseError
-
 from runtime.checkpoints.checks import run_load
 from runtime.checkpoints.protocol import checkpoint_restore
-from runtime.errors import CheckpointError, DerivedRowMismatchError, RatchetError, RunArchivedError, SigningError
-from runtime.evidence.trace import trace_append
+from runtime.checkpoints.refusal_freeze import restore_refusal_freeze
+from runtime.errors import CheckpointError, DerivedRowMismatchError, RunArchivedError, SigningError
 from runtime.models import Checkpoint
-
-logger = logging.getLogger(__name__)
-
-RESTORE_REFUSED = "restore.refused"
-"""The event a restore that fails closed outside a recovery is traced as (also the engine's)."""
 
 
 def run_row_confirm(*, run_id: str, worker: str) -> None:
@@ -53,9 +44,5 @@ def run_row_confirm(*, run_id: str, worker: str) -> None:
             raise RunArchivedError(run_id=run_id, location=run.archive_location, digest=run.archive_digest)
         checkpoint_restore(run_id=run_id, scenario_fingerprint=run.scenario_fingerprint)
     except (CheckpointError, SigningError) as exc:
-        payload = {"error": type(exc).__name__, "message": str(exc)[:500], "worker": worker}
-        try:
-            trace_append(run_id=run_id, event_type=RESTORE_REFUSED, payload=payload)
-        except (RatchetError, DatabaseError) as trace_exc:  # never hide the refusal itself
-            logger.warning("run %s: restore.refused not traced: %s", run_id, type(trace_exc).__name__)
+        restore_refusal_freeze(run_id=run_id, error=exc, worker=worker, recovering=False)
         raise
