@@ -219,6 +219,11 @@ def _check_checkpoints(
             signed_generation=opened.generation)
         if disagreement is not None:
             findings.append(f"run: {disagreement}")
+        if run.get("generation") != opened.generation:
+            # The export reads the row and the mark under one lock, so they name one commit; a
+            # mark still to be completed is completed before export (DESIGN.md section 4.10).
+            findings.append(f"run: the run row says generation {run.get('generation')} but the committed "
+                            f"checkpoint is generation {opened.generation}")
     return findings, opened
 
 

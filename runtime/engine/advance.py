@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import DatabaseError
 
+from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.checkpoints.refusal_freeze import code_change_case_open, restore_refusal_freeze
 from runtime.checkpoints.row_agreement import run_row_confirm
 from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
@@ -86,9 +87,10 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         keep_going: asked before every step after the first; False ends the call with the lease
             released and the run still live (a worker's time slice, DESIGN.md section 5.7).
             The lease is renewed by the steps' own commits while it answers True.
-        verify_trace: re-hash the run's whole trace before restoring (a person's resume; a
-            recovery always does): an edited, inserted or deleted event fails closed with
-            ``TraceChainError`` (DESIGN.md section 4.14).
+        verify_trace: re-hash the run's whole trace and verify the whole receipts ledger before
+            restoring (a person's resume; a recovery always does): an edited, inserted or
+            deleted event fails closed with ``TraceChainError``, an edited ledger row with
+            ``LedgerChainError`` (DESIGN.md section 4.14).
 
     Returns:
         A :class:`StepReport`. A frozen run (needs_review, awaiting_approval) returns normally.
@@ -143,6 +145,9 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
             # The trace is evidence a person reads to decide; a resume on an edited one would
             # extend a chain nobody can trust any more (DESIGN.md section 4.14).
             trace_verify(run_id=run_id).raise_for_status(run_id=run_id)
+            # The whole receipts ledger too, not only the tail this process verified before: a
+            # worker keeps what it verified, so an edit behind it would otherwise go unseen.
+            checkpoint_verify(run_id=run_id)
         reused = reuse(run_id=run_id, worker=worker, lease=lease, ttl=ttl, recovering=recovering) if reuse else None
         session = reused if reused is not None else session_open(run_id=run_id, worker=worker, lease=lease,
                                                                  ttl=ttl)
