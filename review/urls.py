@@ -4,13 +4,15 @@ that is missing from it."""
 
 from django.urls import path
 
-from review.views import approvals, cases, health, notifications, passkeys, rollout, runs, tokens, trace
+from review.views import approvals, cases, environments, health, notifications, passkeys, rollout, runs, tokens, trace
 
 app_name = "review"
 urlpatterns = [
     path("", runs.runs_list, name="runs"),
     path("runs/<str:run_id>/", runs.run_detail, name="run"),
     path("runs/<str:run_id>/cancel/", runs.run_cancel, name="run-cancel"),
+    path("runs/<str:run_id>/environment/reregister/", environments.environment_reregister_view,
+         name="environment-reregister"),
     path("runs/<str:run_id>/bundle/", runs.run_bundle, name="run-bundle"),
     path("runs/<str:run_id>/tokens/", tokens.run_tokens, name="run-tokens"),
     path("attachments/<str:digest>/", runs.attachment_download, name="attachment"),

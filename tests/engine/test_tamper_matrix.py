@@ -178,3 +178,24 @@ def test_every_row_kind_edited_alone_fails_closed_and_is_reported(tmp_path: Path
         edit.bundle(forged)
         forged = bundle_sign(forged, keyring=signer_for(TrustRoot.EXPORT))
         assert bundle_verify(json.loads(json.dumps(forged))), f"verify-bundle passed an edited {edit.name}"
+
+
+def test_a_case_row_edited_alone_is_reported_and_keeps_the_run_frozen(tmp_path: Path) -> None:
+    run_id = run_start(spec_path=write_scripted_task(tmp_path, steps=STEPS[:1]))
+    (run_target(run_id) / "a.txt").write_text("written behind the run's back\n")
+    assert run_advance(run_id=run_id).phase == "needs_review"
+    bundle = bundle_export(run_id=run_id, exported_by="tamper-matrix")
+    assert bundle_verify(bundle) == []
+    case = ReviewCase.objects.get(run_id=run_id)
+
+    ReviewCase.objects.filter(pk=case.pk).update(status="replanned")
+
+    assert "row says replanned but the signed checkpoint says open" in (_verify_command(run_id) or "")
+    out = io.StringIO()
+    with pytest.raises(CommandError) as caught:  # still frozen: exit 5, nothing stepped
+        call_command("resume", run_id, "--json", "--no-progress", stdout=out, stderr=io.StringIO())
+    assert caught.value.returncode == 5 and json.loads(out.getvalue())["phase"] == "needs_review"
+    forged = copy.deepcopy(bundle)
+    forged["review_cases"][0]["status"] = "replanned"
+    findings = bundle_verify(bundle_sign(forged, keyring=signer_for(TrustRoot.EXPORT)))
+    assert any("status replanned but the committed checkpoint says open" in f for f in findings), findings

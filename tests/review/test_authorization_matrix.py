@@ -17,6 +17,7 @@ import review.notifications.subscriptions
 import runtime.decisions.approvals
 import runtime.decisions.cancellation
 import runtime.decisions.reviews
+import runtime.ownership.reregistration
 import runtime.rollout.admission
 import runtime.rollout.admission_thresholds
 import runtime.rollout.combinations
@@ -68,6 +69,7 @@ ACTIONS: dict[str, dict[str, int]] = {
     "deny": {**OPERATE, "operator": 303, "admin": 303},
     "run-cancel": {**OPERATE, "operator": 303, "admin": 303},
     "decide": {**DECIDE, "reviewer": 303, "admin": 303},
+    "environment-reregister": {**DECIDE, "reviewer": 303, "admin": 303},
     "admission-threshold": {**TRACE, "admin": 303},
     "admission-reopen": {**TRACE, "admin": 303},
     "combination-promote": {**TRACE, "admin": 303},
@@ -111,6 +113,7 @@ EXPECTED_PERMISSION = {
     "deny": Perm.DENY_ACTION,
     "run-cancel": Perm.CANCEL_RUN,
     "decide": Perm.DECIDE_CASE,
+    "environment-reregister": Perm.DECIDE_CASE,
     "rollout": Perm.VIEW_TRACE,
     "admission-scope": Perm.VIEW_TRACE,
     "admission-threshold": Perm.VIEW_TRACE,
@@ -148,6 +151,7 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "refresh": reverse("review:refresh", args=["run-matrix"]),
         "deny": reverse("review:deny", args=["run-matrix"]),
         "run-cancel": reverse("review:run-cancel", args=["run-matrix"]),
+        "environment-reregister": reverse("review:environment-reregister", args=["run-matrix"]),
         "decide": reverse("review:decide", args=["case-matrix"]),
         "run-tokens": reverse("review:run-tokens", args=["run-matrix"]),
         "workers": reverse("review:workers"),
@@ -201,6 +205,10 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
                         lambda **kw: calls.append(("cancel", kw)))
     monkeypatch.setattr(runtime.decisions.reviews, "decision_sign_for", sign)
     monkeypatch.setattr(runtime.decisions.reviews, "case_decide", decide)
+    monkeypatch.setattr(runtime.ownership.reregistration, "reregistration_sign",
+                        lambda **kw: calls.append(("reregister-sign", kw)) or {})
+    monkeypatch.setattr(runtime.ownership.reregistration, "environment_reregister", lambda **kw: calls.append(
+        ("reregister", kw)) or SimpleNamespace(instance_id="env", token_before=1, token_after=2, runs_traced=()))
     # The rollout actions (admins only): each records who it was called as.
     monkeypatch.setattr(runtime.rollout.admission, "admission_reopen",
                         lambda **kw: calls.append(("rollout", kw)) or SimpleNamespace(key_id="k"))
@@ -240,6 +248,8 @@ def _action_data(name: str) -> dict[str, str]:
                 "binding": binding_token(case_id="case-matrix", binding=binding)}
     if name == "notification-add":
         return {"name": "matrix", "channel": "webhook", "target": "http://127.0.0.1:9/hook", "kinds": "run_failed"}
+    if name == "environment-reregister":
+        return {"observed_fence": "5", "reason": "matrix"}
     if name == "notification-change":
         return {"endpoint_id": "1", "change": "toggle"}
     return {}
@@ -526,6 +536,7 @@ def _tenant_urls(made: dict, tenant: str) -> dict[str, str]:
         "refresh": reverse("review:refresh", args=[run]),
         "deny": reverse("review:deny", args=[run]),
         "run-cancel": reverse("review:run-cancel", args=[run]),
+        "environment-reregister": reverse("review:environment-reregister", args=[run]),
         "decide": reverse("review:decide", args=[case]),
     }
 
