@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from runtime.bundles.export import BUNDLE_PURPOSE, bundle_signed_message
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import SCHEMA_VERSION, ApprovalEvidence, LedgerHead, Receipt, SignedDecision
-from runtime.core.derived_rows import run_row_disagreement
+from runtime.core.derived_rows import ROW_ONLY_CASE_REASONS, run_row_disagreement
 from runtime.core.envelope import CheckpointEnvelope, open_envelope
 from runtime.core.evidence import (
     approval_verify,
@@ -302,6 +302,8 @@ def _check_receipts(bundle: Mapping[str, Any], opened: CheckpointEnvelope | None
         refs = {ref.case_id: ref for ref in opened.payload.review_cases}
         for case in bundle["review_cases"]:
             ref = refs.get(case.get("case_id"))
+            if ref is None and case.get("reason") in ROW_ONLY_CASE_REASONS:
+                continue  # opened without a commit (DESIGN.md section 4.14); it holds a run back
             if ref is None:
                 findings.append(
                     f"review case {case.get('case_id')}: not in the committed checkpoint"

@@ -19,6 +19,12 @@ not verify, or a restore that failed closed, cannot be extended by a commit, so 
 written to the row alone (``runtime.checkpoints.ledger.ledger_failure_freeze``,
 ``runtime.checkpoints.refusal_freeze``). Holding a run *back* is always safe."""
 
+ROW_ONLY_CASE_REASONS = frozenset({"ledger_corrupt", "restore_refused", "code_changed"})
+"""Reasons of review cases opened on the rows alone, with no checkpoint listing them: a ledger or
+restore that failed closed, or a resume refused under changed code (DESIGN.md section 4.14).
+Such a case only ever holds a run back or tells a person, so a bundle does not report it as
+missing from the checkpoint."""
+
 
 def run_row_disagreement(*, row_phase: str, row_stop_reason: str, row_generation: int,
                          signed_phase: str, signed_stop_reason: str, signed_generation: int) -> str | None:

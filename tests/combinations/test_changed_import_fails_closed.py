@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime.bundles.export import bundle_export
+from runtime.bundles.verification import bundle_verify
 from runtime.engine import run_advance, run_start
 from runtime.errors import CodeClosureMismatchError
 from runtime.models import ReviewCase, Run
@@ -84,3 +86,5 @@ def test_f12_a_changed_imported_module_refuses_the_resume_with_a_typed_reason_an
 
     (package / "rules.py").write_text('PREFIX = "pinned-"\n', encoding="utf-8")
     assert run_advance(run_id=run_id, worker="worker-d").phase == "completed"
+    # The case was opened on the rows alone: the run's bundle still verifies.
+    assert bundle_verify(bundle_export(run_id=run_id, exported_by="f12")) == []
