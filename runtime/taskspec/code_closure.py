@@ -106,7 +106,9 @@ def _spec(name: str) -> ModuleSpec | None:
     found = None
     try:
         if not parent:
-            found = PathFinder.find_spec(name)
+            # A top-level name has no parent to import: every finder is asked (an editable
+            # install's own finder too) and nothing is executed.
+            found = importlib.util.find_spec(name)
         else:
             parent_spec = _spec(parent)
             if parent_spec is not None and parent_spec.submodule_search_locations:

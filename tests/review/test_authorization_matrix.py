@@ -206,7 +206,7 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
     monkeypatch.setattr(runtime.decisions.reviews, "decision_sign_for", sign)
     monkeypatch.setattr(runtime.decisions.reviews, "case_decide", decide)
     monkeypatch.setattr(runtime.ownership.reregistration, "reregistration_sign",
-                        lambda **kw: calls.append(("reregister-sign", kw)) or {})
+                        lambda **kw: calls.append(("sign", kw)) or {})
     monkeypatch.setattr(runtime.ownership.reregistration, "environment_reregister", lambda **kw: calls.append(
         ("reregister", kw)) or SimpleNamespace(instance_id="env", token_before=1, token_after=2, runs_traced=()))
     # The rollout actions (admins only): each records who it was called as.
