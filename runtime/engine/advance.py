@@ -141,6 +141,9 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
     recovery = RecoveryTrace(lease)
     started = time.monotonic()
     try:
+        reused = reuse(run_id=run_id, worker=worker, lease=lease, ttl=ttl, recovering=recovering) if reuse else None
+        session = reused if reused is not None else session_open(run_id=run_id, worker=worker, lease=lease,
+                                                                 ttl=ttl)
         if recovering or verify_trace:
             # The trace is evidence a person reads to decide; a resume on an edited one would
             # extend a chain nobody can trust any more (DESIGN.md section 4.14).
@@ -148,9 +151,6 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
             # The whole receipts ledger too, not only the tail this process verified before: a
             # worker keeps what it verified, so an edit behind it would otherwise go unseen.
             checkpoint_verify(run_id=run_id)
-        reused = reuse(run_id=run_id, worker=worker, lease=lease, ttl=ttl, recovering=recovering) if reuse else None
-        session = reused if reused is not None else session_open(run_id=run_id, worker=worker, lease=lease,
-                                                                 ttl=ttl)
         recovery.restored(session)
         if reused is None:
             credentials_recheck(session)  # DESIGN.md section 5.9: before anything executes
