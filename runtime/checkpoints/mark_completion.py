@@ -106,6 +106,13 @@ def hwm_committed(*, run: Run) -> HighWaterMarkInfo:
     if run.generation != hwm.generation + 1 or not run.checkpoint_digest:
         raise HighWaterMarkBehindError(run_id=run.run_id, generation=run.generation,
                                        hwm_generation=hwm.generation)
+    if hwm.generation and not Checkpoint.objects.filter(run_id=run.run_id, generation=hwm.generation,
+                                                        digest=hwm.digest).exists():
+        # A mark one commit behind is completed only when it is a real earlier commit: a mark
+        # whose generation was edited down still names the newer checkpoint's digest.
+        raise HighWaterMarkBehindError(
+            "the high-water mark names a checkpoint that is not stored at its generation: refusing "
+            "to complete it", run_id=run.run_id, generation=run.generation, hwm_generation=hwm.generation)
     raw = _named_bytes(run)
     envelope = stored_envelope_open(raw=raw, run_id=run.run_id, generation=run.generation)
     if envelope.generation != run.generation:

@@ -4,25 +4,19 @@ section 4.10).
 A worker drops the message of a run whose row is finished or frozen, and ``resume`` reports a
 finished row's phase without stepping. Both are decisions made from an unsigned copy; this
 module confirms the copy against the committed checkpoint first, so an edited row fails closed
-(``restore.refused`` traced, a typed error) instead of silently stopping a live run.
+(a review case, ``restore.refused`` traced, a typed error) instead of silently stopping a live run.
 """
 
 from __future__ import annotations
 
-import logging
-
-from django.db import DatabaseError
-
 from runtime.checkpoints.checks import run_load
 from runtime.checkpoints.protocol import checkpoint_restore
-from runtime.errors import CheckpointError, DerivedRowMismatchError, RatchetError, RunArchivedError, SigningError
-from runtime.evidence.trace import trace_append
-from runtime.models import Checkpoint
-
-logger = logging.getLogger(__name__)
-
-RESTORE_REFUSED = "restore.refused"
-"""The event a restore that fails closed outside a recovery is traced as (also the engine's)."""
+from runtime.checkpoints.refusal_freeze import restore_refusal_freeze
+from runtime.core.checkpoint import RunState
+from runtime.core.derived_rows import ROW_ONLY_FREEZES, case_rows_disagreement
+from runtime.errors import CheckpointError, DerivedRowMismatchError, RunArchivedError, SigningError
+from runtime.evidence.trace import trace_verify
+from runtime.models import Checkpoint, ReviewCase, Run
 
 
 def run_row_confirm(*, run_id: str, worker: str) -> None:
@@ -53,9 +47,37 @@ def run_row_confirm(*, run_id: str, worker: str) -> None:
             raise RunArchivedError(run_id=run_id, location=run.archive_location, digest=run.archive_digest)
         checkpoint_restore(run_id=run_id, scenario_fingerprint=run.scenario_fingerprint)
     except (CheckpointError, SigningError) as exc:
-        payload = {"error": type(exc).__name__, "message": str(exc)[:500], "worker": worker}
-        try:
-            trace_append(run_id=run_id, event_type=RESTORE_REFUSED, payload=payload)
-        except (RatchetError, DatabaseError) as trace_exc:  # never hide the refusal itself
-            logger.warning("run %s: restore.refused not traced: %s", run_id, type(trace_exc).__name__)
+        restore_refusal_freeze(run_id=run_id, error=exc, worker=worker, recovering=False)
         raise
+
+
+def run_row_findings(*, run_id: str, state: RunState) -> list[str]:
+    """What the main database's unsigned rows of ``run_id`` say that its signed state does not.
+
+    ``checkpoint verify`` reports these beside the checkpoint's own evidence findings, so every
+    edit of a main-database row is named (DESIGN.md section 4.10): the trace's hash chain and
+    anchored head, review case rows whose status the checkpoint does not record, and a run row
+    frozen without a checkpoint saying so (a refused restore or a ledger that did not verify).
+
+    Args:
+        run_id: the run.
+        state: its committed, verified state (from ``checkpoint_verify``).
+
+    Returns:
+        One line per finding; empty when the rows agree.
+
+    Raises:
+        RunNotFoundError: no such run.
+    """
+    findings = []
+    chain = trace_verify(run_id=run_id)
+    if not chain.ok:
+        findings.append(f"trace: {chain.reason}")
+    rows = list(ReviewCase.objects.filter(run_id=run_id).values_list("case_id", "status"))
+    findings += case_rows_disagreement(rows=rows, signed=[(ref.case_id, ref.status.value)
+                                                         for ref in state.review_cases])
+    run = Run.objects.filter(run_id=run_id).values("phase", "stop_reason").first()
+    if run is not None and (run["phase"], run["stop_reason"]) in ROW_ONLY_FREEZES:
+        findings.append(f"the run row is frozen without a checkpoint ({run['stop_reason']}); the signed "
+                        f"checkpoint says {state.phase.value}: see the run's open review case")
+    return findings

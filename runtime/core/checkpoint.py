@@ -91,6 +91,8 @@ class StopReason(StrEnum):
     LEDGER_CORRUPT = "ledger_corrupt"  # the ledger does not chain to the signed head (section 3.1)
     PLANNER_FAILED = "planner_failed"
     VERIFIER_ERROR = "verifier_error"  # the verifier gave no verdict (section 6.5)
+    RESTORE_REFUSED = "restore_refused"  # a restore failed closed; row-only freeze (section 4.15)
+    CODE_CHANGED = "code_changed"  # a resume under other code than pinned; a case only (section 8.4)
 
 
 class Risk(StrEnum):

@@ -13,10 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-ROW_ONLY_FREEZES = frozenset({("needs_review", "ledger_corrupt")})
+ROW_ONLY_FREEZES = frozenset({("needs_review", "ledger_corrupt"), ("needs_review", "restore_refused")})
 """``(phase, stop_reason)`` a run row may hold without a checkpoint saying so: a ledger that does
-not verify cannot be extended by a commit, so its freeze is written to the row alone
-(``runtime.checkpoints.ledger.ledger_failure_freeze``). Holding a run *back* is always safe."""
+not verify, or a restore that failed closed, cannot be extended by a commit, so its freeze is
+written to the row alone (``runtime.checkpoints.ledger.ledger_failure_freeze``,
+``runtime.checkpoints.refusal_freeze``). Holding a run *back* is always safe."""
+
+ROW_ONLY_CASE_REASONS = frozenset({"ledger_corrupt", "restore_refused", "code_changed"})
+"""Reasons of review cases opened on the rows alone, with no checkpoint listing them: a ledger or
+restore that failed closed, or a resume refused under changed code (DESIGN.md section 4.15).
+Such a case only ever holds a run back or tells a person, so a bundle does not report it as
+missing from the checkpoint."""
 
 
 def run_row_disagreement(*, row_phase: str, row_stop_reason: str, row_generation: int,

@@ -66,6 +66,7 @@ from runtime.errors import (
     BadSignatureError,
     DecisionExpiredError,
     DecisionRefusedError,
+    LeaseHeldError,
     ReviewCaseNotFoundError,
     UnknownKeyError,
 )
@@ -208,103 +209,114 @@ def case_decide(*, decision: SignedDecision, worker: str | None = None) -> Decis
         run_id = row.run_id
     kind = decision.decision
 
-    with run_session(run_id=run_id,
-                     worker=worker or person_worker_id(role="reviewer", person=decision.reviewer)) as ctx:
-        state = ctx.state
-        ref = _find_ref(state, decision.case_id)
+    try:
+        with run_session(run_id=run_id,
+                         worker=worker or person_worker_id(role="reviewer", person=decision.reviewer)) as ctx:
+            state = ctx.state
+            ref = _find_ref(state, decision.case_id)
 
-        def refuse(reason: str, *, expired: bool = False) -> DecisionOutcome:
-            trace_append(run_id=run_id, event_type="review.refused",
-                         payload={"case_id": decision.case_id, "decision": kind.value, "reviewer": decision.reviewer,
-                                  "nonce": decision.nonce, "key_id": decision.key_id, "reason": reason,
-                                  **({"expired": True} if expired else {})})
-            return DecisionOutcome(decision.case_id, run_id, False, kind.value, state.phase.value, reason,
-                                   expired=expired)
+            def refuse(reason: str, *, expired: bool = False) -> DecisionOutcome:
+                trace_append(run_id=run_id, event_type="review.refused",
+                             payload={"case_id": decision.case_id, "decision": kind.value,
+                                      "reviewer": decision.reviewer, "nonce": decision.nonce,
+                                      "key_id": decision.key_id, "reason": reason,
+                                      **({"expired": True} if expired else {})})
+                return DecisionOutcome(decision.case_id, run_id, False, kind.value, state.phase.value, reason,
+                                       expired=expired)
 
-        if ref.status != ReviewCaseStatus.OPEN:
-            if ref.decision is not None and ref.decision.nonce == decision.nonce and ref.decision.mac == decision.mac:
-                case_sync(run_id=run_id, state=state)
-                return DecisionOutcome(decision.case_id, run_id, True, kind.value, state.phase.value,
-                                       already_applied=True)
-            return refuse(f"case is already {ref.status.value}")
-        try:
-            decision_verify(decision, keyring_for(TrustRoot.REVIEWER))
-        except UnknownKeyError:
-            return refuse(f"unknown signer: key id {decision.key_id} is not in the reviewer trust root")
-        except BadSignatureError:
-            return refuse("tampered decision: the signature does not verify")
-        passkey = passkey_problem(decision)
-        if passkey:
-            return refuse(f"passkey evidence: {passkey}")
-        misnamed = reviewer_name_problem(decision, reviewer_names())
-        if misnamed:
-            return refuse(f"wrong reviewer: {misnamed}")
-        now = db_now()
-        expires_at = decision_expires_at(decision, validity_seconds=settings.RATCHET_DECISION_SECONDS)
-        if expires_at is None:
-            return refuse("expired decision: it carries no signed expiry (signed before decisions expired)",
-                          expired=True)
-        if expires_at <= now:
-            return refuse(f"expired decision: its validity ended at {expires_at.isoformat()} by the database clock",
-                          expired=True)
-        if decision.issued_at > now + timedelta(seconds=FUTURE_STAMP_SECONDS):
-            return refuse("decision is stamped in the future by the database clock")
-        if state_ledger(state).nonce_consumed(decision.nonce):
-            return refuse("nonce already used: a decision can be applied once")
-        if state.phase != Phase.NEEDS_REVIEW:
-            return refuse(f"run is {state.phase.value}, not needs_review")
-        observed = ctx.adapter.observe()
-        field = decision_mismatch(decision, _binding(state, ref, observed))
-        if field is not None:
-            what = "environment changed after signing" if field.startswith("environment_") else "wrong binding"
-            return refuse(f"{what}: bound {field} differs from the run as it is now")
-        # Re-read the authoritative receipt: any drift since signing keeps the run frozen.
-        if ref.idempotency_key:
-            current = ctx.adapter.lookup_receipt(ref.idempotency_key)
-            now_fp = current.fingerprint() if current is not None else None
-            if now_fp != ref.receipt_fingerprint:
-                return refuse("receipt drift: the adapter's receipt is not the one the reviewer signed for")
+            if ref.status != ReviewCaseStatus.OPEN:
+                same = ref.decision is not None and ref.decision.nonce == decision.nonce
+                if same and ref.decision.mac == decision.mac:
+                    case_sync(run_id=run_id, state=state)
+                    return DecisionOutcome(decision.case_id, run_id, True, kind.value, state.phase.value,
+                                           already_applied=True)
+                return refuse(f"case is already {ref.status.value}")
+            try:
+                decision_verify(decision, keyring_for(TrustRoot.REVIEWER))
+            except UnknownKeyError:
+                return refuse(f"unknown signer: key id {decision.key_id} is not in the reviewer trust root")
+            except BadSignatureError:
+                return refuse("tampered decision: the signature does not verify")
+            passkey = passkey_problem(decision)
+            if passkey:
+                return refuse(f"passkey evidence: {passkey}")
+            misnamed = reviewer_name_problem(decision, reviewer_names())
+            if misnamed:
+                return refuse(f"wrong reviewer: {misnamed}")
+            now = db_now()
+            expires_at = decision_expires_at(decision, validity_seconds=settings.RATCHET_DECISION_SECONDS)
+            if expires_at is None:
+                return refuse("expired decision: it carries no signed expiry (signed before decisions expired)",
+                              expired=True)
+            if expires_at <= now:
+                return refuse(f"expired decision: its validity ended at {expires_at.isoformat()} by the database clock",
+                              expired=True)
+            if decision.issued_at > now + timedelta(seconds=FUTURE_STAMP_SECONDS):
+                return refuse("decision is stamped in the future by the database clock")
+            if state_ledger(state).nonce_consumed(decision.nonce):
+                return refuse("nonce already used: a decision can be applied once")
+            if state.phase != Phase.NEEDS_REVIEW:
+                return refuse(f"run is {state.phase.value}, not needs_review")
+            observed = ctx.adapter.observe()
+            field = decision_mismatch(decision, _binding(state, ref, observed))
+            if field is not None:
+                what = "environment changed after signing" if field.startswith("environment_") else "wrong binding"
+                return refuse(f"{what}: bound {field} differs from the run as it is now")
+            # Re-read the authoritative receipt: any drift since signing keeps the run frozen.
+            if ref.idempotency_key:
+                current = ctx.adapter.lookup_receipt(ref.idempotency_key)
+                now_fp = current.fingerprint() if current is not None else None
+                if now_fp != ref.receipt_fingerprint:
+                    return refuse("receipt drift: the adapter's receipt is not the one the reviewer signed for")
 
-        crash_point(CP_BEFORE_DECISION_COMMIT)
-        sealed = {
-            "pending": state.pending.model_dump(mode="json") if state.pending else None,
-            "receipt": ref.receipt.model_dump(mode="json") if ref.receipt else None,
-            "decision": decision.model_dump(mode="json"),
-        }
-        ref.decision = decision
-        state_ledger(state).consume_nonce(decision.nonce)
-        if kind == DecisionKind.REPLAN:
-            if ref.idempotency_key and state.pending is not None:
-                # Inside the commit's transaction: if this replan loses to an abort, the commit
-                # fails and the key stays usable (DESIGN.md section 6.3).
-                quarantine = {"run_id": run_id, "idempotency_key": ref.idempotency_key,
-                              "intent_digest": state.pending.intent_digest,
-                              "reason": f"replan by {decision.reviewer} on {decision.case_id}"}
-                ctx.within_commit.append(lambda: key_quarantine(**quarantine))
-                state_ledger(state).quarantine_key(ref.idempotency_key)
-            ref.status = ReviewCaseStatus.REPLANNED
-            state.pending = None
-            state.replan_epoch += 1
-            state.environment = _fresh_ref(observed, state)
-            state.phase = transition(state.phase, Event.REVIEW_REPLAN)
-            state.stop_reason = None
-            state.stop_detail = ""
-            event = "review.replanned"
-        else:
-            ref.status = ReviewCaseStatus.ABORTED
-            state.phase = transition(state.phase, Event.REVIEW_ABORT)
-            state.stop_reason = StopReason.ABORTED_BY_REVIEWER
-            state.stop_detail = f"aborted by {decision.reviewer} on {decision.case_id}"
-            event = "review.aborted"
-        session_commit(ctx, (event, {"case_id": decision.case_id, "reviewer": decision.reviewer,
-                                     "sealed": sealed, "quarantined_key": ref.idempotency_key
-                                     if kind == DecisionKind.REPLAN else None}))
-        crash_point(CP_AFTER_DECISION_COMMIT)
-        ReviewCase.objects.filter(case_id=decision.case_id, status=CaseStatus.OPEN).update(
-            status=ref.status.value, sealed=sealed, decision=decision.model_dump(mode="json"),
-            decided_by=decision.reviewer, decided_at=db_now(),
-        )
-        outcome = DecisionOutcome(decision.case_id, run_id, True, kind.value, state.phase.value)
+            crash_point(CP_BEFORE_DECISION_COMMIT)
+            sealed = {
+                "pending": state.pending.model_dump(mode="json") if state.pending else None,
+                "receipt": ref.receipt.model_dump(mode="json") if ref.receipt else None,
+                "decision": decision.model_dump(mode="json"),
+            }
+            ref.decision = decision
+            state_ledger(state).consume_nonce(decision.nonce)
+            if kind == DecisionKind.REPLAN:
+                if ref.idempotency_key and state.pending is not None:
+                    # Inside the commit's transaction: if this replan loses to an abort, the commit
+                    # fails and the key stays usable (DESIGN.md section 6.3).
+                    quarantine = {"run_id": run_id, "idempotency_key": ref.idempotency_key,
+                                  "intent_digest": state.pending.intent_digest,
+                                  "reason": f"replan by {decision.reviewer} on {decision.case_id}"}
+                    ctx.within_commit.append(lambda: key_quarantine(**quarantine))
+                    state_ledger(state).quarantine_key(ref.idempotency_key)
+                ref.status = ReviewCaseStatus.REPLANNED
+                state.pending = None
+                state.replan_epoch += 1
+                state.environment = _fresh_ref(observed, state)
+                state.phase = transition(state.phase, Event.REVIEW_REPLAN)
+                state.stop_reason = None
+                state.stop_detail = ""
+                event = "review.replanned"
+            else:
+                ref.status = ReviewCaseStatus.ABORTED
+                state.phase = transition(state.phase, Event.REVIEW_ABORT)
+                state.stop_reason = StopReason.ABORTED_BY_REVIEWER
+                state.stop_detail = f"aborted by {decision.reviewer} on {decision.case_id}"
+                event = "review.aborted"
+            session_commit(ctx, (event, {"case_id": decision.case_id, "reviewer": decision.reviewer,
+                                         "sealed": sealed, "quarantined_key": ref.idempotency_key
+                                         if kind == DecisionKind.REPLAN else None}))
+            crash_point(CP_AFTER_DECISION_COMMIT)
+            ReviewCase.objects.filter(case_id=decision.case_id, status=CaseStatus.OPEN).update(
+                status=ref.status.value, sealed=sealed, decision=decision.model_dump(mode="json"),
+                decided_by=decision.reviewer, decided_at=db_now(),
+            )
+            outcome = DecisionOutcome(decision.case_id, run_id, True, kind.value, state.phase.value)
+    except LeaseHeldError as exc:  # only the acquisition raises it: nothing of this call ran
+        # Every one of many reviewers applying at once is accounted for in the trace, as
+        # approvers are (DESIGN.md section 6.6).
+        trace_append(run_id=run_id, event_type="review.refused",
+                     payload={"case_id": decision.case_id, "decision": kind.value, "reviewer": decision.reviewer,
+                              "nonce": decision.nonce, "key_id": decision.key_id,
+                              "reason": f"lease holder {exc.context.get('holder', '?')} was changing the run"})
+        raise
     if kind == DecisionKind.REPLAN:
         # Looked up on the module at call time, so stories can record the hand-off instead.
         runtime.workers.dispatch.run_enqueue(run_id=run_id)

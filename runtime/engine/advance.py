@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import DatabaseError
 
-from runtime.checkpoints.row_agreement import RESTORE_REFUSED, run_row_confirm
+from runtime.checkpoints.protocol import checkpoint_verify
+from runtime.checkpoints.refusal_freeze import code_change_case_open, restore_refusal_freeze
+from runtime.checkpoints.row_agreement import run_row_confirm
 from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase, StopReason
 from runtime.core.statemachine import Event
@@ -32,13 +34,14 @@ from runtime.engine.spans import RecoveryTrace, step_attributes, step_outcome
 from runtime.errors import (
     AdapterError,
     CheckpointError,
+    CodeDigestMismatchError,
     EngineError,
     LeaseLostError,
-    RatchetError,
     RunNotFoundError,
     SigningError,
+    TraceChainError,
 )
-from runtime.evidence.trace import trace_append
+from runtime.evidence.trace import trace_append, trace_verify
 from runtime.models import Run
 from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release, lease_renew
 
@@ -66,7 +69,8 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
                 ttl_seconds: float | None = None, wait_seconds: float = 0.0,
                 on_step: Callable[[StepReport], None] | None = None,
                 reuse: Callable[..., RunSession | None] | None = None,
-                keep_going: Callable[[RunSession], bool] | None = None) -> StepReport:
+                keep_going: Callable[[RunSession], bool] | None = None,
+                verify_trace: bool = False) -> StepReport:
     """Acquire the lease, restore, recover, and drive the run until it stops or ``max_steps``.
 
     Args:
@@ -83,6 +87,10 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         keep_going: asked before every step after the first; False ends the call with the lease
             released and the run still live (a worker's time slice, DESIGN.md section 5.7).
             The lease is renewed by the steps' own commits while it answers True.
+        verify_trace: re-hash the run's whole trace and verify the whole receipts ledger before
+            restoring (a person's resume; a recovery always does): an edited, inserted or
+            deleted event fails closed with ``TraceChainError``, an edited ledger row with
+            ``LedgerChainError`` (DESIGN.md section 4.15).
 
     Returns:
         A :class:`StepReport`. A frozen run (needs_review, awaiting_approval) returns normally.
@@ -91,7 +99,9 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
         RunNotFoundError, LeaseHeldError (after ``wait_seconds``), LeaseLostError /
         StaleGenerationError (another worker took over: stop), CheckpointError subclasses
         (restore failed closed: the run needs a human; the lease is released first, so the
-        next attempt gets the same error rather than ``LeaseHeldError``).
+        next attempt gets the same error rather than ``LeaseHeldError``), TraceChainError (the
+        trace was edited; checked on a recovery and when ``verify_trace``). Each of these
+        freezes the run row with one review case (``runtime.checkpoints.refusal_freeze``).
 
     Traced (when tracing is on) as a ``ratchet.run.advance`` span in the run's own trace, one
     ``ratchet.step`` span per step, and a ``ratchet.recovery`` span ending in error when the lease
@@ -101,7 +111,8 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
     with run_scope(run_id), run_span("ratchet.run.advance", run_id=run_id,
                                      attributes={"ratchet.worker": worker}) as current:
         report = _run_advance(run_id=run_id, worker=worker, max_steps=max_steps, ttl_seconds=ttl_seconds,
-                              wait_seconds=wait_seconds, on_step=on_step, reuse=reuse, keep_going=keep_going)
+                              wait_seconds=wait_seconds, on_step=on_step, reuse=reuse, keep_going=keep_going,
+                              verify_trace=verify_trace)
         span_annotate(current, {"ratchet.generation": report.generation, "ratchet.phase": report.phase,
                                 "ratchet.steps": report.steps, "ratchet.recovered": report.recovered,
                                 "ratchet.stop_reason": report.stop_reason})
@@ -111,7 +122,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
 def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds: float | None,
                  wait_seconds: float, on_step: Callable[[StepReport], None] | None,
                  reuse: Callable[..., RunSession | None] | None,
-                 keep_going: Callable[[RunSession], bool] | None) -> StepReport:
+                 keep_going: Callable[[RunSession], bool] | None, verify_trace: bool) -> StepReport:
     ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
     run = Run.objects.filter(run_id=run_id).first()
     if run is None:
@@ -133,6 +144,13 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
         reused = reuse(run_id=run_id, worker=worker, lease=lease, ttl=ttl, recovering=recovering) if reuse else None
         session = reused if reused is not None else session_open(run_id=run_id, worker=worker, lease=lease,
                                                                  ttl=ttl)
+        if recovering or verify_trace:
+            # The trace is evidence a person reads to decide; a resume on an edited one would
+            # extend a chain nobody can trust any more (DESIGN.md section 4.15).
+            trace_verify(run_id=run_id).raise_for_status(run_id=run_id)
+            # The whole receipts ledger too, not only the tail this process verified before: a
+            # worker keeps what it verified, so an edit behind it would otherwise go unseen.
+            checkpoint_verify(run_id=run_id)
         recovery.restored(session)
         if reused is None:
             credentials_recheck(session)  # DESIGN.md section 5.9: before anything executes
@@ -149,17 +167,18 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
             # in progress stays undecided until a worker that has the code drives it
             # (runtime/engine/blocked.py).
             run_block(run_id=run_id, worker=worker, error=exc)
+            if isinstance(exc, CodeDigestMismatchError):
+                code_change_case_open(run_id=run_id, error=exc)
+        elif isinstance(exc, CheckpointError | SigningError | TraceChainError):
+            # A restore that fails closed needs a person: one review case, the row frozen with
+            # the typed reason, and the refusal traced after the lease went back as the run's
+            # newest event (recovery.failed in a recovery, restore.refused otherwise, which the
+            # recovery metrics do not count), so the sweeper stops re-queueing the run
+            # (runtime/checkpoints/refusal_freeze.py, DESIGN.md section 4.15).
+            restore_refusal_freeze(run_id=run_id, error=exc, worker=worker, recovering=recovering,
+                                   extra={"duration_seconds": payload["duration_seconds"]})
         elif recovering:
             trace_append(run_id=run_id, event_type="recovery.failed", payload=payload)
-        elif isinstance(exc, CheckpointError | SigningError):
-            # A restore that fails closed when nobody crashed is no failed recovery (the metrics
-            # do not count it), but it needs a person just the same: traced after the lease went
-            # back, it is the run's newest event, so the sweeper stops re-queueing the run
-            # (runtime/workers/sweeper.py); only a person's resume tries again.
-            try:
-                trace_append(run_id=run_id, event_type=RESTORE_REFUSED, payload=payload)
-            except (RatchetError, DatabaseError) as trace_exc:  # never hide the refusal itself
-                logger.warning("run %s: restore.refused not traced: %s", run_id, type(trace_exc).__name__)
         raise
     recovery.emit()
     if recovering:

@@ -207,6 +207,7 @@ from runtime.errors.planners import (
     UnknownToolError,
 )
 from runtime.errors.plugins import (
+    CodeClosureMismatchError,
     CodeDigestMismatchError,
     PluginConstructionError,
     PluginError,
@@ -256,7 +257,8 @@ __all__ = (
     "ArchiveStorageError",
     "BundleFormatError", "CATEGORIES", "CanonicalizationError", "ChaosSetupError", "CheckpointCorruptError",
     "CheckpointError", "CheckpointInvariantError", "CheckpointMigrationError", "CheckpointNotFoundError",
-    "CheckpointSchemaError", "CodeDigestMismatchError", "CombinationError", "CombinationNotFoundError",
+    "CheckpointSchemaError", "CodeClosureMismatchError", "CodeDigestMismatchError", "CombinationError",
+    "CombinationNotFoundError",
     "CombinationStateError", "CommitDeadlinePassedError", "ComponentError", "ConcurrentWriteError",
     "ConfigurationError", "CrashPointError", "DecisionExpiredError", "DecisionRefusedError", "DemoLaunchError",
     "DemoSetupError", "DigestFormatError", "DuplicateReceiptError", "EngineError", "EnvironmentIdentityError",

@@ -73,6 +73,16 @@ class CodeDigestMismatchError(PluginVersionMismatchError):
             "a retry on this worker does not help")
 
 
+class CodeClosureMismatchError(CodeDigestMismatchError):
+    """A module the plug-in's entry module imports (directly or not) differs from the code the
+    run was pinned to, while the entry module itself is unchanged (DESIGN.md section 8.4).
+    Context: ``run_id``, ``role``."""
+
+    default_message = "code the run's plug-in imports changed since the run was pinned"
+    hint = ("put back the code the run was pinned to (or resume on a worker that has it); a review "
+            "case was opened, so a person decides whether the changed code may drive the run")
+
+
 # --- verifiers (DESIGN.md section 6.5) --------------------------------------------------------
 
 

@@ -56,7 +56,7 @@ def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int |
 
     try:
         return run_advance(run_id=run_id, worker=worker, max_steps=max_steps, on_step=on_step,
-                           wait_seconds=wait_seconds)
+                           wait_seconds=wait_seconds, verify_trace=True)
     except RatchetError as exc:
         fail(cmd, run_id=run_id, error=exc, as_json=as_json)
     except (OperationalError, InterfaceError) as exc:

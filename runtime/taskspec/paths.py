@@ -19,7 +19,7 @@ from typing import Annotated
 from pydantic import AfterValidator, StringConstraints
 
 from runtime.adapters.paths import relative_path_refusal
-from runtime.adapters.workspace.adapter import JOURNAL_DIR
+from runtime.adapters.workspace.adapter import JOURNAL_DIR, TMP_PREFIX
 
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf"})
 """Unicode categories refused in spec paths: control and format characters (U+202E RIGHT-TO-LEFT
@@ -70,8 +70,9 @@ def spec_path_problem(path: str) -> str | None:
 
     The adapters' own rule for file actions (:func:`runtime.adapters.paths.relative_path_refusal`:
     no absolute path, backslash, control character, empty, ``.`` or ``..`` segment, nothing
-    into ``.git``), the workspace adapter's reserved journal directory (``.ratchet``, any case),
-    a Windows drive prefix, and any invisible character (:func:`invisible_characters`), which
+    into ``.git``), the workspace adapter's reserved journal directory (``.ratchet``, any case)
+    and its temporary names (a segment starting ``.ratchet-tmp-``, at any depth, which the
+    adapter refuses mid-run), a Windows drive prefix, and any invisible character (:func:`invisible_characters`), which
     would show an approver another name than the one written. DESIGN.md section 2.2.
     """
     refusal = relative_path_refusal(path)
@@ -79,6 +80,8 @@ def spec_path_problem(path: str) -> str | None:
         return refusal[0]
     if relative_path_refusal(path, reserved=(JOURNAL_DIR,)) is not None:
         return f"path is inside the workspace adapter's own {JOURNAL_DIR} directory"
+    if any(part.lower().startswith(TMP_PREFIX) for part in path.split("/")):
+        return f"path has a name starting with the workspace adapter's temporary prefix {TMP_PREFIX}"
     problem = relative_path_problem(path)  # adds the drive-letter prefix the adapters allow
     if problem:
         return problem

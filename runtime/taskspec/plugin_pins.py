@@ -20,9 +20,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import CodeDigestMismatchError, PluginVersionMismatchError
+from runtime.errors import CodeClosureMismatchError, CodeDigestMismatchError, PluginVersionMismatchError
 from runtime.plugins.registry import ADAPTERS, PLANNERS, VERIFIERS, plugin_load
 from runtime.taskspec import TaskSpec
+from runtime.taskspec.code_closure import code_closure_digest
+
+_DIGESTS = ("code_digest", "closure_digest")
 
 
 def plugin_pins(spec: TaskSpec) -> dict[str, dict[str, str | None]]:
@@ -30,7 +33,8 @@ def plugin_pins(spec: TaskSpec) -> dict[str, dict[str, str | None]]:
 
     Each identity is ``{"name", "entry", "distribution", "version"}``
     (:meth:`runtime.plugins.registry.PluginIdentity.as_json`) plus ``code_digest``
-    (:func:`plugin_code_digest`).
+    (:func:`plugin_code_digest`) and ``closure_digest``, the code the entry module imports
+    (:func:`runtime.taskspec.code_closure.code_closure_digest`).
 
     Raises:
         PluginNotFoundError / PluginLoadError: a plug-in is not installed or cannot be imported.
@@ -41,7 +45,8 @@ def plugin_pins(spec: TaskSpec) -> dict[str, dict[str, str | None]]:
         "adapter": plugin_load(group=ADAPTERS, name=env.adapter, entry=env.entry),
         "verifier": plugin_load(group=VERIFIERS, name=spec.verifier.kind, entry=spec.verifier.entry),
     }
-    return {role: {**loaded.identity.as_json(), "code_digest": plugin_code_digest(loaded.identity.entry)}
+    return {role: {**loaded.identity.as_json(), "code_digest": plugin_code_digest(loaded.identity.entry),
+                   "closure_digest": code_closure_digest(loaded.identity.entry)}
             for role, loaded in found.items()}
 
 
@@ -71,20 +76,28 @@ def plugin_pins_check(*, run_id: str, pinned: Mapping[str, Any] | None, spec: Ta
         PluginVersionMismatchError: naming the role, the pinned and the installed identity.
         CodeDigestMismatchError: same entry, distribution and version, but the module's source
             differs from the pinned code digest (DESIGN.md section 8.4).
+        CodeClosureMismatchError: the entry module is the pinned one but a module it imports
+            changed (runs pinned before closures were kept skip this check).
     """
     if not pinned:
         return
     now = plugin_pins(spec)
     for role, full in sorted(now.items()):
         was_pin = dict(pinned.get(role) or {})
-        identity = {k: v for k, v in full.items() if k != "code_digest"}
-        if "code_digest" in was_pin and {k: v for k, v in was_pin.items() if k != "code_digest"} == identity \
-                and was_pin["code_digest"] != full["code_digest"]:
+        identity = {k: v for k, v in full.items() if k not in _DIGESTS}
+        same_identity = {k: v for k, v in was_pin.items() if k not in _DIGESTS} == identity
+        if same_identity and was_pin.get("closure_digest") and full["code_digest"] == was_pin.get("code_digest") \
+                and was_pin["closure_digest"] != full["closure_digest"]:
+            raise CodeClosureMismatchError(
+                f"the {role} plug-in {identity['entry']} imports code that changed since the run was pinned "
+                f"(closure digest {str(full['closure_digest'])[:19]}, pinned {str(was_pin['closure_digest'])[:19]})",
+                run_id=run_id, role=role)
+        if "code_digest" in was_pin and same_identity and was_pin["code_digest"] != full["code_digest"]:
             raise CodeDigestMismatchError(
                 f"the {role} plug-in {identity['entry']} runs other code than the run was pinned to "
                 f"(code digest {str(full['code_digest'])[:19]}, pinned {str(was_pin['code_digest'])[:19]})",
                 run_id=run_id, role=role)
-        if {k: v for k, v in was_pin.items() if k != "code_digest"} != identity:
+        if not same_identity:
             was = pinned.get(role) or {}
             raise PluginVersionMismatchError(
                 f"the {role} plug-in {identity['name']!r} is now {identity['entry']} from "

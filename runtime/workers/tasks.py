@@ -64,6 +64,7 @@ from runtime.errors import (
     RunArchivedError,
     SigningError,
     StaleGenerationError,
+    TraceChainError,
 )
 from runtime.models import Run
 from runtime.rollout.combinations import combination_refusal_trace
@@ -227,7 +228,7 @@ def _advance_run_once(*, run_id: str, generation: int | None, worker: str) -> st
         # run's code; a worker that has it takes the run on the sweeper's next delivery.
         log.error("advance_run: run %s is blocked on %s: %s; %s", run_id, worker, exc, RESTART_HINT)
         return "blocked"
-    except (CheckpointError, SigningError) as exc:
+    except (CheckpointError, SigningError, TraceChainError) as exc:
         log.error("advance_run: run %s cannot be restored and needs a human (not retried): %s",
                   run_id, exc)
         return "needs-human"

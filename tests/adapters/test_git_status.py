@@ -242,3 +242,24 @@ def test_a_clean_tree_with_a_split_index_is_asked_of_git(tree: Path) -> None:
 
     assert status.records() == _git_says(tree) == []
     assert status.in_process_answers == 0
+
+
+def test_a_split_index_is_sent_to_git_before_libgit2_reads_it(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split-index gate decides on its own: the libgit2 this project ships refuses the index's
+    ``link`` extension (a GitError, which also sends the look to git), so only watching whether
+    libgit2 was asked at all tells the gate from that fallback; a libgit2 that reads split
+    indexes must not be trusted with them either."""
+    git(tree, "update-index", "--split-index")
+    asked: list[str] = []
+    real = pygit2.Repository.status
+
+    def watched(self: pygit2.Repository, *args: object, **kwargs: object) -> object:
+        asked.append(str(self.workdir))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pygit2.Repository, "status", watched)
+    status = _status(tree)
+
+    assert status.records() == _git_says(tree) == []
+    assert status.in_process_answers == 0
+    assert asked == []

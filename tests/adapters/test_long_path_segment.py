@@ -21,7 +21,7 @@ LONG_MULTIBYTE = "é" * 128  # 128 characters, 256 bytes
 
 
 @pytest.mark.parametrize("path", [LONG, f"docs/{LONG}.md", LONG_MULTIBYTE, f"{LONG_MULTIBYTE}/notes.txt"])
-def test_it_refuses_a_path_segment_longer_than_name_max(env: Env, path: str) -> None:
+def test_n1_it_refuses_a_path_segment_longer_than_name_max(env: Env, path: str) -> None:
     before = env.adapter.observe()
 
     with pytest.raises(PathEscapeError, match="255 bytes"):
@@ -32,7 +32,7 @@ def test_it_refuses_a_path_segment_longer_than_name_max(env: Env, path: str) -> 
     assert env.adapter.receipts() == []
 
 
-def test_it_keeps_the_workspace_usable_after_refusing_a_long_name(workspace_env: Env) -> None:
+def test_n1_it_keeps_the_workspace_usable_after_refusing_a_long_name(workspace_env: Env) -> None:
     with pytest.raises(PathEscapeError):
         workspace_env.execute(workspace_env.write(f"notes/{LONG}", b"x\n"), "key-1")
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PROCESSES = 8
 
 
-def test_it_grants_once_and_tells_every_loser_why(story):
+def test_f9_it_grants_once_and_tells_every_loser_why(story):
     item = story.waiting()
     env = child_env()
     procs = [subprocess.Popen([sys.executable, str(MANAGE), "approvals", "approve", story.run_id,

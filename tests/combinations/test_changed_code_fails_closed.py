@@ -37,7 +37,7 @@ class Planner(NoteTaker):
 '''
 
 
-def test_it_refuses_to_resume_a_run_under_changed_planner_code(tmp_path: Path,
+def test_f12_it_refuses_to_resume_a_run_under_changed_planner_code(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     require_example_package()
     code = tmp_path / "code"

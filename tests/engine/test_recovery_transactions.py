@@ -3,8 +3,9 @@ giving its lease up at the end (DESIGN.md sections 4.3 and 5.7).
 
 ``recovery.started`` rides in the lease acquisition that found a previous owner, and a commit
 into a terminal phase releases the lease in its own fenced UPDATE, so an orphan with one write
-to finish costs: the acquisition, ``recovery.succeeded``, and three checkpoint advances (intent,
-receipt, completion), each one main transaction and the mark's. Counted, not timed.
+to finish costs: the acquisition, the trace's re-hash under the run row's lock (a recovery checks
+the whole trace, DESIGN.md section 4.15), ``recovery.succeeded``, and three checkpoint advances
+(intent, receipt, completion), each one main transaction and the mark's. Counted, not timed.
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ def _orphan(tmp_path: Path) -> str:
     return run_id
 
 
-def test_an_orphan_with_one_write_left_resumes_in_five_main_transactions_and_three_of_the_mark(tmp_path: Path):
+def test_an_orphan_with_one_write_left_resumes_in_six_main_transactions_and_three_of_the_mark(tmp_path: Path):
     run_id = _orphan(tmp_path)
 
     with db_counting() as counts:
         report = run_advance(run_id=run_id, worker="rescuer")
 
     assert (report.phase, report.recovered) == ("completed", True)
-    assert (counts.transactions, counts.mark_transactions) == (5, 3), counts.sql
+    assert (counts.transactions, counts.mark_transactions) == (6, 3), counts.sql
     events = _event_types(run_id)
     taken = len(events) - 1 - events[::-1].index("lease.acquired")
     assert events[taken:taken + 2] == ["lease.acquired", "recovery.started"]

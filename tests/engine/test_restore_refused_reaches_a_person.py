@@ -10,11 +10,13 @@ leaves the run alone; only a person's resume tries again, and meets the same typ
 from __future__ import annotations
 
 import pytest
+from django.db.models.functions import Now
 
 from runtime.engine import run_advance, run_start
-from runtime.errors import CheckpointError
-from runtime.models import Checkpoint, Run, TraceEvent
+from runtime.errors import BadSignatureError, CheckpointError, RatchetError
+from runtime.models import Checkpoint, ReviewCase, Run, TraceEvent
 from runtime.workers.sweeper import runs_needing_recovery
+from runtime.workers.tasks import advance_run_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,3 +42,59 @@ def test_a_restore_that_fails_closed_is_traced_and_no_longer_swept(replay_task) 
     assert runs_needing_recovery() == []
     newest = TraceEvent.objects.filter(run_id=run_id).order_by("-seq").first()
     assert newest.event_type == "restore.refused" and newest.payload["error"]
+
+
+def test_n6_a_refused_restore_opens_one_case_and_freezes_the_row_with_a_typed_reason(workspace_task) -> None:
+    run_id = run_start(spec_path=workspace_task)
+    run_advance(run_id=run_id, max_steps=1)  # a clean stop: the lease is released
+    committed = Run.objects.get(run_id=run_id)
+    raw = bytearray(bytes(Checkpoint.objects.get(run_id=run_id, generation=committed.generation).envelope))
+    raw[len(raw) // 2] ^= 0x01  # the MAC no longer verifies
+    Checkpoint.objects.filter(run_id=run_id, generation=committed.generation).update(envelope=bytes(raw))
+
+    for worker in ("worker-b", "worker-c", "worker-d"):
+        with pytest.raises(BadSignatureError):
+            run_advance(run_id=run_id, worker=worker)
+
+    cases = ReviewCase.objects.filter(run_id=run_id)
+    assert [(c.reason, c.status) for c in cases] == [("restore_refused", "open")]  # once, not per attempt
+    assert cases[0].observed["error"] == "BadSignatureError" and cases[0].detail.startswith("BadSignatureError")
+    row = Run.objects.get(run_id=run_id)
+    assert (row.phase, row.stop_reason, row.generation) == ("needs_review", "restore_refused", committed.generation)
+    newest = TraceEvent.objects.filter(run_id=run_id).order_by("-seq").first()
+    assert newest.event_type == "restore.refused" and newest.payload["case_id"] == cases[0].case_id
+    assert runs_needing_recovery() == []
+    assert advance_run_once(run_id=run_id, generation=None, worker="w") == "needs-human"
+    assert ReviewCase.objects.filter(run_id=run_id).count() == 1
+
+
+def test_n6_a_recovery_whose_restore_is_refused_traces_recovery_failed_and_opens_the_case(workspace_task) -> None:
+    run_id = run_start(spec_path=workspace_task)
+    run_advance(run_id=run_id, max_steps=1)
+    committed = Run.objects.get(run_id=run_id)
+    # A worker that died holding the lease: the next restore is a recovery.
+    Run.objects.filter(run_id=run_id).update(owner_worker="dead-worker", lease_expires_at=Now())
+    Checkpoint.objects.filter(run_id=run_id, generation=committed.generation).delete()
+
+    with pytest.raises(CheckpointError):
+        run_advance(run_id=run_id, worker="worker-b")
+
+    failed = TraceEvent.objects.filter(run_id=run_id, event_type="recovery.failed")
+    assert failed.count() == 1 and failed.first().payload["case_id"]
+    assert ReviewCase.objects.filter(run_id=run_id, reason="restore_refused").count() == 1
+    assert Run.objects.get(run_id=run_id).phase == "needs_review"
+    assert runs_needing_recovery() == []
+
+
+def test_n6_a_fixed_store_resumes_the_row_only_freeze(workspace_task) -> None:
+    run_id = run_start(spec_path=workspace_task)
+    run_advance(run_id=run_id, max_steps=1)
+    committed = Run.objects.get(run_id=run_id)
+    good = bytes(Checkpoint.objects.get(run_id=run_id, generation=committed.generation).envelope)
+    Checkpoint.objects.filter(run_id=run_id, generation=committed.generation).update(envelope=good[:-7])
+    with pytest.raises(RatchetError):
+        run_advance(run_id=run_id, worker="worker-b")
+    assert Run.objects.get(run_id=run_id).stop_reason == "restore_refused"
+
+    Checkpoint.objects.filter(run_id=run_id, generation=committed.generation).update(envelope=good)
+    assert run_advance(run_id=run_id, worker="worker-b").phase == "completed"

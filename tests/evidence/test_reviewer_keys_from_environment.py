@@ -34,7 +34,7 @@ def alice(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_refuses_a_decision_signed_with_one_reviewers_env_key_naming_another(tmp_path, alice):
+def test_n9_it_refuses_a_decision_signed_with_one_reviewers_env_key_naming_another(tmp_path, alice):
     run_id = run_start(spec_path=write_scripted_task(tmp_path, steps=STEPS), worker="worker-a")
     freeze_on_conflict(run_id, tmp_path / "ws")
     case = ReviewCase.objects.get(run_id=run_id, status="open")

@@ -22,7 +22,7 @@ INVISIBLE = ["notes/evil\u202etxt.exe", "notes/a\u200bb.txt", "notes/\ufeffbom.t
 
 
 @pytest.mark.parametrize("path", INVISIBLE)
-def test_it_refuses_an_invisible_character_in_a_gateway_call_path(client, gw, path):
+def test_n12_it_refuses_an_invisible_character_in_a_gateway_call_path(client, gw, path):
     generation = Run.objects.get(run_id=gw.run_id).generation
     body = {"call_id": "c1", "tool": "write_file", "arguments": {"path": path, "content": "x\n"}}
 
@@ -37,7 +37,7 @@ def test_it_refuses_an_invisible_character_in_a_gateway_call_path(client, gw, pa
 
 
 @pytest.mark.parametrize("path", INVISIBLE)
-def test_it_refuses_an_invisible_character_in_a_models_tool_call(path):
+def test_n12_it_refuses_an_invisible_character_in_a_models_tool_call(path):
     toolset = toolset_for("workspace", allowed=("write_file", "delete_file"))
 
     for tool, arguments in (("write_file", {"path": path, "content": "x\n"}), ("delete_file", {"path": path})):

@@ -14,7 +14,7 @@ from runtime.gateway.binding import gateway_binding, is_loopback
 from tests.helpers.procs import child_env, run_manage
 
 
-def test_it_keeps_dns_rebinding_protection_off_loopback() -> None:
+def test_n8_it_keeps_dns_rebinding_protection_off_loopback() -> None:
     binding = gateway_binding(host="0.0.0.0", allowed_hosts=["gw.example.org"], tls=False)
 
     assert binding.security.enable_dns_rebinding_protection is True
@@ -50,7 +50,7 @@ def test_it_knows_a_loopback_address(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
-def test_the_command_refuses_to_start_off_loopback_without_allowed_hosts() -> None:
+def test_n8_the_command_refuses_to_start_off_loopback_without_allowed_hosts() -> None:
     done = run_manage("gateway", "--host", "0.0.0.0", "--port", "1", env=child_env())
 
     assert done.returncode != 0

@@ -50,7 +50,7 @@ def _post(app, headers: dict[str, str]) -> httpx.Response:
 @pytest.mark.parametrize(("headers", "code"), [({}, "token_missing"),
                                                 ({"Authorization": "Basic abc"}, "token_missing"),
                                                 ({"Authorization": "Bearer rgw_forged"}, "token_invalid")])
-def test_it_opens_no_session_without_a_valid_token(headers: dict[str, str], code: str) -> None:
+def test_n7_it_opens_no_session_without_a_valid_token(headers: dict[str, str], code: str) -> None:
     inner = Inner()
 
     response = _post(SessionAdmission(inner, admit=_admit), headers)

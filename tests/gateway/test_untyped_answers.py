@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.mark.parametrize("length", ["abc", "-5", "1e3", "99999999999999999999999"])
-def test_it_answers_a_non_numeric_content_length_with_a_typed_error(client, gw, length):
+def test_n10_it_answers_a_non_numeric_content_length_with_a_typed_error(client, gw, length):
     generation = Run.objects.get(run_id=gw.run_id).generation
 
     response = client.generic("POST", f"/api/v1/runs/{gw.run_id}/calls", json.dumps(NOTE),
@@ -32,7 +32,7 @@ def test_it_answers_a_non_numeric_content_length_with_a_typed_error(client, gw, 
 
 
 @pytest.mark.parametrize("path", ["runs/{run}/calls/a%2Fb", "runs/{run}/calls/a/b", "no/such/endpoint"])
-def test_it_answers_an_unknown_api_path_with_the_gateways_json_404(client, gw, path):
+def test_n10_it_answers_an_unknown_api_path_with_the_gateways_json_404(client, gw, path):
     response = client.get("/api/v1/" + path.format(run=gw.run_id), HTTP_AUTHORIZATION=f"Bearer {gw.token}")
 
     assert response.status_code == 404 and response["Content-Type"].startswith("application/json")

@@ -21,7 +21,7 @@ def huge(tmp_path):
     return path
 
 
-def test_it_refuses_an_integer_toml_cannot_convert_as_a_task_spec_error(huge) -> None:
+def test_n10_it_refuses_an_integer_toml_cannot_convert_as_a_task_spec_error(huge) -> None:
     with pytest.raises(TaskSpecError, match="huge.toml"):
         load_task_spec(huge)
 

@@ -252,3 +252,15 @@ def test_it_refuses_a_deeply_nested_stored_copy(tmp_path: Path) -> None:
 
     with pytest.raises(TaskSpecError, match="stored task spec nests more than 64 levels deep"):
         TaskSpec.from_json(stored)
+
+
+@pytest.mark.parametrize("target", ["out/.ratchet-tmp-x", ".ratchet-tmp-1", "a/b/.Ratchet-Tmp-2/c.txt"])
+def test_f11_a_temporary_name_of_the_workspace_adapter_is_refused_at_load_at_any_depth(
+        tmp_path: Path, target: str) -> None:
+    """The adapter refuses these names mid-run (the run would load, then freeze): the loader
+    refuses them first, with the field named."""
+    with pytest.raises(TaskSpecError) as caught:
+        _load(tmp_path, _edit(SCRIPTED, 'target = "README.md"', f'target = "{target}"'))
+
+    assert "planner.steps[0].target: path has a name starting with the workspace adapter's temporary " \
+           "prefix .ratchet-tmp-" in str(caught.value)

@@ -62,6 +62,7 @@ def test_it_pins_which_package_provided_each_plugin(tmp_path: Path) -> None:
     pins = Run.objects.get(run_id=run_id).spec["plugins"]
     planner = dict(pins["planner"])
     assert planner.pop("code_digest").startswith("sha256:")
+    assert planner.pop("closure_digest").startswith("sha256:")  # what the entry module imports
     assert planner == {"name": "note-taker", "entry": "ratchet_example_agent.planner:NoteTaker",
                        "distribution": "ratchet-example-agent", "version": "0.1.0"}
     assert pins["adapter"]["distribution"] == "ratchet-example-agent"

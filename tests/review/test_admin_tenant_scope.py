@@ -37,14 +37,14 @@ def two_tenants(checkpoint_keyring) -> tuple[str, str]:
     return "run-acme", "run-globex"
 
 
-def test_it_lists_only_the_scoped_tenants_runs_in_the_admin(acme_admin, two_tenants) -> None:
+def test_n4_it_lists_only_the_scoped_tenants_runs_in_the_admin(acme_admin, two_tenants) -> None:
     page = acme_admin.get(reverse("admin:runtime_run_changelist"))
 
     assert page.status_code == 200
     assert b"run-acme" in page.content and b"run-globex" not in page.content
 
 
-def test_it_does_not_open_another_tenants_run_or_checkpoint(acme_admin, two_tenants) -> None:
+def test_n4_it_does_not_open_another_tenants_run_or_checkpoint(acme_admin, two_tenants) -> None:
     other = acme_admin.get(reverse("admin:runtime_run_change", args=["run-globex"]))
     assert other.status_code in (302, 404)
     own = acme_admin.get(reverse("admin:runtime_run_change", args=["run-acme"]))

@@ -21,6 +21,7 @@ import runtime.decisions.cancellation
 import runtime.decisions.denials
 import runtime.decisions.reviews
 import runtime.decisions.second_chances
+import runtime.ownership.reregistration
 import runtime.rollout.admission
 import runtime.rollout.admission_thresholds
 import runtime.rollout.combinations
@@ -78,6 +79,7 @@ ACTIONS: dict[str, dict[str, int]] = {
     "run-resume": {**OPERATE, "operator": 303, "admin": 303},
     "run-again": {**OPERATE, "operator": 303, "admin": 303},
     "decide": {**DECIDE, "reviewer": 303, "admin": 303},
+    "environment-reregister": {**DECIDE, "reviewer": 303, "admin": 303},
     "admission-threshold": {**TRACE, "admin": 303},
     "admission-reopen": {**TRACE, "admin": 303},
     "combination-promote": {**TRACE, "admin": 303},
@@ -126,6 +128,7 @@ EXPECTED_PERMISSION = {
     "run-resume": Perm.RESTART_RUN,
     "run-again": Perm.RESTART_RUN,
     "decide": Perm.DECIDE_CASE,
+    "environment-reregister": Perm.DECIDE_CASE,
     "rollout": Perm.VIEW_TRACE,
     "admission-scope": Perm.VIEW_TRACE,
     "admission-threshold": Perm.VIEW_TRACE,
@@ -168,6 +171,7 @@ def urls(checkpoint_keyring, personas) -> dict[str, str]:  # type: ignore[no-unt
         "run-cancel": reverse("review:run-cancel", args=["run-matrix"]),
         "run-resume": reverse("review:run-resume", args=["run-matrix"]),
         "run-again": reverse("review:run-again", args=["run-matrix"]),
+        "environment-reregister": reverse("review:environment-reregister", args=["run-matrix"]),
         "decide": reverse("review:decide", args=["case-matrix"]),
         "run-tokens": reverse("review:run-tokens", args=["run-matrix"]),
         "workers": reverse("review:workers"),
@@ -234,6 +238,10 @@ def services(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict]]:
                         lambda **kw: calls.append(("restart", kw)) or "run-matrix")
     monkeypatch.setattr(runtime.decisions.reviews, "decision_sign_for", sign)
     monkeypatch.setattr(runtime.decisions.reviews, "case_decide", decide)
+    monkeypatch.setattr(runtime.ownership.reregistration, "reregistration_sign",
+                        lambda **kw: calls.append(("sign", kw)) or {})
+    monkeypatch.setattr(runtime.ownership.reregistration, "environment_reregister", lambda **kw: calls.append(
+        ("reregister", kw)) or SimpleNamespace(instance_id="env", token_before=1, token_after=2, runs_traced=()))
     # The rollout actions (admins only): each records who it was called as.
     monkeypatch.setattr(runtime.rollout.admission, "admission_reopen",
                         lambda **kw: calls.append(("rollout", kw)) or SimpleNamespace(key_id="k"))
@@ -278,6 +286,8 @@ def _action_data(name: str) -> dict[str, str]:
                 "binding": binding_token(case_id="case-matrix", binding=binding)}
     if name == "notification-add":
         return {"name": "matrix", "channel": "webhook", "target": "http://127.0.0.1:9/hook", "kinds": "run_failed"}
+    if name == "environment-reregister":
+        return {"observed_fence": "5", "reason": "matrix"}
     if name == "notification-change":
         return {"endpoint_id": "1", "change": "toggle"}
     return {}
@@ -565,6 +575,7 @@ def _tenant_urls(made: dict, tenant: str) -> dict[str, str]:
         "refresh": reverse("review:refresh", args=[run]),
         "deny": reverse("review:deny", args=[run]),
         "run-cancel": reverse("review:run-cancel", args=[run]),
+        "environment-reregister": reverse("review:environment-reregister", args=[run]),
         "decide": reverse("review:decide", args=[case]),
     }
 

@@ -49,7 +49,7 @@ def test_it_flags_insecure_cookies_in_check_deploy(tmp_path: Path) -> None:
         assert warning in result.stdout + result.stderr
 
 
-def test_it_flags_a_metrics_endpoint_without_a_token_in_check_deploy(tmp_path: Path) -> None:
+def test_n15_it_flags_a_metrics_endpoint_without_a_token_in_check_deploy(tmp_path: Path) -> None:
     """N15: without RATCHET_METRICS_TOKEN, /metrics answers every loopback client (everyone behind
     a reverse proxy on the host); ``check --deploy`` says so."""
     result = _check_deploy(tmp_path, RATCHET_METRICS_TOKEN="")

@@ -197,7 +197,8 @@ def test_a_reader_that_finds_the_mark_at_its_generation_with_another_digest_fail
     from runtime.checkpoints import mark_completion
     from runtime.checkpoints.high_water_marks import HighWaterMarkInfo
 
-    reads = iter([HighWaterMarkInfo(generation=1, digest="old"), HighWaterMarkInfo(generation=2, digest=forged)])
+    first = Checkpoint.objects.get(run_id=run_id, generation=1).digest  # a real earlier commit
+    reads = iter([HighWaterMarkInfo(generation=1, digest=first), HighWaterMarkInfo(generation=2, digest=forged)])
     monkeypatch.setattr(mark_completion, "hwm_read", lambda **kw: next(reads))
 
     with pytest.raises(StaleGenerationError):

@@ -27,7 +27,7 @@ def _edit_stored_spec(run_id: str) -> None:
     Run.objects.filter(run_id=run_id).update(spec=spec)
 
 
-def test_verify_refuses_a_stored_spec_that_no_longer_gives_the_runs_scenario(tmp_path, ratchet_keys) -> None:
+def test_n16_verify_refuses_a_stored_spec_that_no_longer_gives_the_runs_scenario(tmp_path, ratchet_keys) -> None:
     run_id = run_start(spec_path=write_scripted_task(tmp_path, steps=STEPS))
     run_advance(run_id=run_id, max_steps=2)
     assert checkpoint_verify(run_id=run_id).generation >= 2

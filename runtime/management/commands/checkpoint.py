@@ -5,7 +5,8 @@
 * ``checkpoint verify RUN_ID`` exits 0 with ``valid: run RUN_ID generation G`` when the committed
   checkpoint verifies (MAC, schema, invariants, HWM generation and digest, identity, the scenario
   fingerprint recorded on the run, and every approval and reviewer decision signature inside
-  under the public keys of those roots), else exits non-zero with the typed error's message or
+  under the public keys of those roots) and the main database's unsigned rows agree with it (the
+  trace chain, review case rows, a row-only freeze), else exits non-zero with the typed error's message or
   the list of evidence findings (DESIGN.md section 4.8).
 
 Output never contains key material: envelopes carry only key ids and MACs (DESIGN.md section 4).
@@ -21,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from runtime.checkpoints.approval_checks import evidence_findings
 from runtime.checkpoints.protocol import checkpoint_hwm, checkpoint_verify
 from runtime.checkpoints.reports import CheckpointReport, checkpoint_inspect
+from runtime.checkpoints.row_agreement import run_row_findings
 from runtime.errors import RatchetError
 from runtime.management.cli_numbers import count
 
@@ -47,7 +49,8 @@ class Command(BaseCommand):
                 self._show(options["run_id"], options["generation"])
             else:
                 restored = checkpoint_verify(run_id=options["run_id"])
-                findings = evidence_findings(restored.state)
+                findings = evidence_findings(restored.state) + run_row_findings(
+                    run_id=options["run_id"], state=restored.state)
                 if findings:
                     lines = "\n".join(f"  - {finding}" for finding in findings)
                     raise CommandError(f"checkpoint evidence does NOT verify (run {options['run_id']} "

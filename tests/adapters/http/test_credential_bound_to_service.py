@@ -29,7 +29,7 @@ def listener() -> Iterator[socket.socket]:
         yield sock
 
 
-def test_it_refuses_another_port_of_a_listed_host_and_sends_nothing(orders: OrdersService,
+def test_n2_it_refuses_another_port_of_a_listed_host_and_sends_nothing(orders: OrdersService,
                                                                       listener: socket.socket) -> None:
     port = listener.getsockname()[1]
     adapter = orders.adapter(allowed_hosts=["127.0.0.1"])  # listed without a port
@@ -43,7 +43,7 @@ def test_it_refuses_another_port_of_a_listed_host_and_sends_nothing(orders: Orde
     assert orders.orders_per_key() == {}
 
 
-def test_it_refuses_another_scheme_of_the_base_host(orders: OrdersService) -> None:
+def test_n2_it_refuses_another_scheme_of_the_base_host(orders: OrdersService) -> None:
     adapter = orders.adapter()
     base_port = int(adapter.base_url.rsplit(":", 1)[1])
     action = order(path=f"https://127.0.0.1:{base_port}{PATH}")

@@ -31,7 +31,7 @@ def _order_with_secret_at(where: str) -> Action:
 
 
 @pytest.mark.parametrize("where", ["note", "nested", "list"])
-def test_it_refuses_a_secret_placeholder_outside_the_redacted_paths(orders: OrdersService, where: str) -> None:
+def test_n3_it_refuses_a_secret_placeholder_outside_the_redacted_paths(orders: OrdersService, where: str) -> None:
     adapter = orders.adapter()
     action = _order_with_secret_at(where)
 

@@ -30,7 +30,7 @@ def _template(sql: str, tables: list[str], params: dict | None = None) -> dict:
     ("WITH gone AS (DELETE FROM audit WHERE id = :id RETURNING id) INSERT INTO orders (order_id) "
      "SELECT id FROM gone", ["orders"], "audit"),
 ])
-def test_it_refuses_a_template_that_writes_an_unlisted_table(sql: str, tables: list[str], missing: str) -> None:
+def test_n16_it_refuses_a_template_that_writes_an_unlisted_table(sql: str, tables: list[str], missing: str) -> None:
     with pytest.raises(ValidationError) as caught:
         SqlAdapterOptions.model_validate(_template(sql, tables, {"id": {"type": "string"}}))
 
