@@ -23,6 +23,10 @@ come from the environment (:func:`reviewer_names`). A decision signed with a bou
 that reviewer (DESIGN.md section 6.3).
 
 Private key bytes are never logged, printed or put in an error message (DESIGN.md section 4.1).
+
+Over 400 lines: every way key material enters or leaves a process (the environment, the key
+file, reviewer key files, the public-key document, an agent process's environment) stays in this
+one module, so what touches key bytes can be audited in one place.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from django.db import DatabaseError, transaction
 
 import runtime.workers.dispatch
 from runtime.checkpoints.protocol import checkpoint_verify
-from runtime.checkpoints.row_agreement import RESTORE_REFUSED
+from runtime.checkpoints.refusal_freeze import RESTORE_REFUSED
 from runtime.checkpoints.session import adapter_for_run
 from runtime.core.checkpoint import TERMINAL_PHASES, Phase
 from runtime.engine import run_start
