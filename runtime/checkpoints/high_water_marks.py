@@ -30,8 +30,17 @@ from django.db.models.functions import Now
 
 from runtime.database.routers import hwm_alias
 from runtime.database.statements import compiled_update
-from runtime.errors import HighWaterMarkMissingError, RunExistsError, StaleGenerationError
+from runtime.errors import HighWaterMarkMissingError, MarkStoreUnavailableError, RunExistsError, StaleGenerationError
 from runtime.models import HighWaterMark, Run
+
+
+def _store_error(exc: Exception) -> type[HighWaterMarkMissingError]:
+    """An outage (the store did not answer: ``MarkStoreUnavailableError``, the run resumes once it
+    does) or a store without its table (``HighWaterMarkMissingError``: a person looks)."""
+    if isinstance(exc, OperationalError) and "no such table" not in str(exc).lower():
+        return MarkStoreUnavailableError
+    return HighWaterMarkMissingError
+
 
 HWM_STORE_ERRORS = (OperationalError, ProgrammingError)
 """A missing table (ProgrammingError on PostgreSQL, OperationalError on SQLite) or an unreachable
@@ -78,7 +87,7 @@ def hwm_read(*, run: Run) -> HighWaterMarkInfo:
         else:
             row = query.first()
     except HWM_STORE_ERRORS as exc:
-        raise HighWaterMarkMissingError(
+        raise _store_error(exc)(
             f"the high-water mark store is unavailable ({type(exc).__name__}): failing closed"
             + _STORE_HINT,
             run_id=run.run_id,
@@ -178,7 +187,7 @@ def hwm_create(*, run_id: str, task_id: str, environment_instance_id: str) -> No
             "a high-water mark for this run already exists", run_id=run_id
         ) from None
     except HWM_STORE_ERRORS as exc:
-        raise HighWaterMarkMissingError(
+        raise _store_error(exc)(
             f"the high-water mark store is unavailable ({type(exc).__name__})" + _STORE_HINT,
             run_id=run_id,
             alias=alias,

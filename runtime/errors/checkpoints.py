@@ -95,6 +95,17 @@ class HighWaterMarkMissingError(CheckpointError):
     hint = "the HWM store or row is missing; restore it from backup, never recreate it by hand"
 
 
+class MarkStoreUnavailableError(HighWaterMarkMissingError):
+    """The mark store did not answer (a connection refused or ended, the server restarting): an
+    outage, not evidence against the run. Restore still fails closed -- nothing runs without its
+    mark -- but the run is not frozen for a person: it resumes once the store answers (DESIGN.md
+    sections 4.2 and 8.8)."""
+
+    default_message = "the high-water mark store is unavailable: failing closed"
+    hint = ("nothing is lost and nothing needs deciding: bring the mark store back "
+            "(RATCHET_HWM_DATABASE_URL); the run resumes once it answers")
+
+
 class MarkPendingError(HighWaterMarkMissingError):
     """The main transaction committed the checkpoint (the commit point, DESIGN.md section 4.3);
     its high-water mark could not be moved. ``committed`` (set by ``checkpoint_commit``) is the

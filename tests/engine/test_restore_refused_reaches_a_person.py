@@ -98,3 +98,37 @@ def test_n6_a_fixed_store_resumes_the_row_only_freeze(workspace_task) -> None:
 
     Checkpoint.objects.filter(run_id=run_id, generation=committed.generation).update(envelope=good)
     assert run_advance(run_id=run_id, worker="worker-b").phase == "completed"
+
+
+@pytest.mark.postgres
+def test_a_mark_store_that_does_not_answer_is_an_outage_not_a_case(workspace_task) -> None:
+    """The mark store's database refuses connections (a real outage: ``ALLOW_CONNECTIONS false``
+    and its backends ended): the restore fails closed with ``MarkStoreUnavailableError``, but the
+    run stays live with no case and no freeze, and resumes once the store answers (DESIGN.md
+    section 8.8)."""
+    from django.db import connections
+
+    from runtime.errors import MarkStoreUnavailableError
+
+    run_id = run_start(spec_path=workspace_task)
+    run_advance(run_id=run_id, max_steps=1)  # a clean stop: the lease is released
+    hwm = connections["hwm"].settings_dict["NAME"]
+    admin = connections["default"]
+    quoted = '"' + hwm.replace('"', '""') + '"'
+    with admin.cursor() as cursor:
+        cursor.execute(f"ALTER DATABASE {quoted} WITH ALLOW_CONNECTIONS false")
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                       "AND pid <> pg_backend_pid()", [hwm])
+    connections["hwm"].close()
+    try:
+        with pytest.raises(MarkStoreUnavailableError):
+            run_advance(run_id=run_id, worker="worker-during-the-outage")
+        assert not ReviewCase.objects.filter(run_id=run_id).exists()
+        assert Run.objects.get(run_id=run_id).phase in ("pending", "running")
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"ALTER DATABASE {quoted} WITH ALLOW_CONNECTIONS true")
+        connections["hwm"].close()
+    report = run_advance(run_id=run_id, worker="worker-after-the-outage")
+    assert report.phase == "completed"
+    assert not ReviewCase.objects.filter(run_id=run_id).exists()
