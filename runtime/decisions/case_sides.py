@@ -23,7 +23,7 @@ from typing import Any
 
 from runtime.errors import RatchetError
 from runtime.evidence.attachments import attachment_get
-from runtime.models import Attachment, ReviewCase, TraceEvent
+from runtime.models import Attachment, Checkpoint, LedgerEntry, ReviewCase, TraceEvent
 
 MAX_INLINE_BYTES = 64 * 1024
 """A content attachment up to this size (bytes) that is UTF-8 text is shown inline, line by line."""
@@ -275,6 +275,8 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
         left = Side("Cached by the runtime", _receipt_facts(cached), pretty(cached)) if cached else planned
         held = case.receipt or {}
         right = Side("Held by the adapter (authoritative)", _receipt_facts(held), pretty(held))
+    elif reason == "outcome_unknown" and not case.receipt and not (case.observed or opened.get("observed")):
+        left, right = planned, _unanswered(opened, case.detail)
     elif reason in ("receipt_missing", "outcome_unknown"):
         left = planned
         right = _landed(case, notes) if case.receipt else _environment_side(
@@ -299,8 +301,7 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
         what = "verifier" if reason == "verifier_error" else "planner"
         right = _error_side(f"The {what}'s error", opened.get("plugin_error") or {}, case.detail)
     elif reason == "ledger_corrupt":
-        left = Side("Signed checkpoint", [("Ledger head", "the receipts ledger head the signed checkpoint names")], "")
-        right = Side("Ledger rows found", [("Finding", case.detail or "—")], case.detail)
+        left, right = _ledger_sides(case)
     else:
         left, right = planned, Side("What the runtime found", [("Detail", case.detail or "—")], case.detail)
     comparable = reason in ("receipt_conflict", "untrusted_receipt", "receipt_drift", "environment_drift") or (
@@ -310,6 +311,28 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
         diff, omitted = unified(right.text, left.text, old_name=right.title, new_name=left.title)
     return CaseSides(reason=reason, headline=headline, detail=case.detail, left=left, right=right, diff=diff,
                      diff_omitted=omitted, comparable=comparable, notes=notes)
+
+
+def _ledger_sides(case: ReviewCase) -> tuple[Side, Side]:
+    """The newest signed checkpoint (which names the ledger head) beside the ledger rows found."""
+    signed = Checkpoint.objects.filter(run_id=case.run_id).order_by("-generation").values_list(
+        "generation", "digest", "key_id").first()
+    facts = [("Ledger head", "the receipts ledger head the signed checkpoint names")]
+    if signed is not None:
+        facts += [("Checkpoint generation", str(signed[0])), ("Checkpoint digest", signed[1]),
+                  ("Signed with key", signed[2])]
+    rows = LedgerEntry.objects.filter(run_id=case.run_id)
+    found = [("Finding", case.detail or "—"), ("Ledger rows stored", str(rows.count()))]
+    keys = "\n".join(f"{seq} {kind} {key}" for seq, kind, key in rows.order_by("seq").values_list("seq", "kind", "key"))
+    return Side("Signed checkpoint", facts, ""), Side("Ledger rows found", found, keys or case.detail)
+
+
+def _unanswered(opened: dict[str, Any], detail: str) -> Side:
+    """What the adapter answered a write that timed out: no receipt, the attempts and the last error."""
+    facts = [("Receipt", "none for this key")] + [
+        (label, str(opened[key])) for key, label in (("attempts", "Attempts timed out"), ("error", "Last error"))
+        if opened.get(key) is not None]
+    return Side("The adapter's answer (no receipt)", facts, str(opened.get("error") or detail))
 
 
 def _last_write(case: ReviewCase) -> Side:

@@ -101,6 +101,10 @@ class Command(BaseCommand):
             binding = decision_binding_recorded(case_id=case_id)
             note = (f"this process cannot load the run's plug-in ({type(exc).__name__}); the binding is the one "
                     "the verified checkpoint records; deciding needs the plug-in installed")
+        except RatchetError as exc:
+            # A case whose checkpoint does not verify (a corrupt ledger) stays readable; the
+            # reason no decision can be bound is shown where the binding would be.
+            binding, note = None, f"no decision can be bound to this case: {exc}"
         if as_json:
             self.stdout.write(json.dumps({
                 "case": {"case_id": row.case_id, "run_id": row.run_id, "status": row.status, "reason": row.reason,
