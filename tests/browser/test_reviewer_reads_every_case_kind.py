@@ -1,6 +1,8 @@
 """Story: a reviewer opens a case of every kind the runtime opens and reads both sides of what
-conflicted -- the planned write beside the landed one, the adapter's refusal, the planner's error,
-the checkpointed environment beside the observed one -- never a placeholder (DESIGN.md section 6.11)."""
+conflicted -- the planned write beside the landed one (or the unapproved one), the cached receipt
+beside the adapter's, the adapter's refusal or timeouts, the planner's or verifier's error, the
+checkpointed environment beside the observed one, the signed checkpoint beside the ledger rows
+found -- never a placeholder (DESIGN.md section 6.11)."""
 
 from __future__ import annotations
 
@@ -46,3 +48,13 @@ def test_the_reviewer_sees_both_sides_of_the_case(browser, stack, opened) -> Non
         assert f"+  | {PLANNED.strip()}" in main and f"-  | {ROGUE.strip()}" in main  # the diff
     if kind == "planner_failed":
         assert "the model went away" in right
+    if kind == "verifier_error":
+        assert "VerifierCommandNotFoundError" in right and "answer.txt" in left
+    if kind == "receipt_drift":
+        assert "edited-in-the-database" in left and "edited-in-the-database" not in right
+    if kind == "untrusted_receipt":
+        assert PLANNED.strip() in left and PLANNED.strip() in right
+    if kind == "outcome_unknown":
+        assert "none for this key" in right and "timed out" in right
+    if kind == "ledger_corrupt":
+        assert "ledger entry 1 was altered" in right and "edited-in-the-database" in right

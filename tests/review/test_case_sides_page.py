@@ -46,6 +46,10 @@ def test_the_case_page_shows_both_sides(tmp_path: Path, ratchet_keys, client_for
     assert "(none)" not in text and "(unknown)" not in text
     if kind == "receipt_conflict":
         assert f"  | {PLANNED.strip()}" in text and f"  | {ROGUE.strip()}" in text
+    if kind == "receipt_drift":
+        assert '"receipt_id": "edited-in-the-database"' in text  # the cached side, beside the adapter's
+    if kind == "ledger_corrupt":  # nothing can be bound to a checkpoint that does not verify, and it says so
+        assert "ledger entry 1 was altered" in text and "Sign and apply" not in text
 
 
 def _late_planner_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReviewCase:
