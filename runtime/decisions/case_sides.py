@@ -10,8 +10,8 @@ sides say the same kind of thing.
 
 Kinds (``StopReason`` values a freeze or the ledger check opens a case with): receipt_conflict,
 untrusted_receipt, receipt_drift, receipt_missing, outcome_unknown, environment_drift,
-adapter_refused, planner_failed, verifier_error, ledger_corrupt. Any other reason still gets
-the planned side and the detail text.
+adapter_refused, planner_failed, verifier_error, ledger_corrupt, restore_refused, code_changed.
+Any other reason still gets the planned side and the detail text.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ REASON_HEADLINES = {
     "planner_failed": "The planner failed; nothing was executed.",
     "verifier_error": "The verifier gave no verdict; nothing was executed.",
     "ledger_corrupt": "The receipts ledger does not chain to the signed checkpoint.",
+    "restore_refused": "The run's stored evidence did not verify, so it could not be restored.",
+    "code_changed": "A worker tried to resume the run under other code than the run is pinned to.",
 }
 """What a reader is told first, per case kind."""
 
@@ -302,6 +304,8 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
         right = _error_side(f"The {what}'s error", opened.get("plugin_error") or {}, case.detail)
     elif reason == "ledger_corrupt":
         left, right = _ledger_sides(case)
+    elif reason in ("restore_refused", "code_changed"):
+        left, right = _refusal_sides(case)
     else:
         left, right = planned, Side("What the runtime found", [("Detail", case.detail or "—")], case.detail)
     comparable = reason in ("receipt_conflict", "untrusted_receipt", "receipt_drift", "environment_drift") or (
@@ -325,6 +329,21 @@ def _ledger_sides(case: ReviewCase) -> tuple[Side, Side]:
     found = [("Finding", case.detail or "—"), ("Ledger rows stored", str(rows.count()))]
     keys = "\n".join(f"{seq} {kind} {key}" for seq, kind, key in rows.order_by("seq").values_list("seq", "kind", "key"))
     return Side("Signed checkpoint", facts, ""), Side("Ledger rows found", found, keys or case.detail)
+
+
+def _refusal_sides(case: ReviewCase) -> tuple[Side, Side]:
+    """The run's stored record (row and newest trace events) beside the typed refusal."""
+    observed = case.observed or {}
+    facts = [(label, str(observed[key])) for key, label in (("row_phase", "Run row phase"),
+                                                            ("row_generation", "Run row generation"))
+             if observed.get(key) is not None]
+    events = [f"{e.get('seq')} {e.get('type')}" for e in case.trace_excerpt or [] if isinstance(e, dict)]
+    if events:
+        facts.append(("Newest traced event", events[-1]))
+    what = "The restore's refusal" if case.reason == "restore_refused" else "The code check's refusal"
+    refusal = [("Error", str(observed.get("error") or "—")), ("Refusal", case.detail or "—")]
+    return (Side("The run as stored", facts or [("Run row", "not recorded")], "\n".join(events)),
+            Side(what, refusal, case.detail))
 
 
 def _unanswered(opened: dict[str, Any], detail: str) -> Side:

@@ -10,7 +10,7 @@ import pytest
 
 from runtime.decisions.case_sides import case_sides
 from tests.browser.support import Story
-from tests.cases.kinds import KINDS, PLANNED, ROGUE
+from tests.cases.kinds import KINDS, NEEDS_EXAMPLE_AGENT, PLANNED, ROGUE
 from tests.plugins.support import require_example_package
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 @pytest.fixture(params=sorted(KINDS))
 def opened(request, tmp_path, stack, users):  # type: ignore[no-untyped-def]
     """The case of one kind and its two sides, made before the browser starts (ORM use)."""
-    if request.param == "planner_failed":
+    if request.param in NEEDS_EXAMPLE_AGENT:
         require_example_package()
     case = KINDS[request.param](tmp_path)
     return request.param, case.case_id, case_sides(case=case)

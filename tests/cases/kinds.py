@@ -4,12 +4,14 @@ Each helper writes a small task under ``directory`` (a scripted workspace task; 
 ``outcome_unknown``, the one adapter whose call can time out), drives it with ``run_advance``
 into ``needs_review`` for its reason -- changing the environment or a stored row only where that
 is how such a case arises -- and returns the open case. Tests using them need
-``pytest.mark.django_db(transaction=True)`` and the ``ratchet_keys`` fixture; the planner helper
-also needs the example agent package (``tests.plugins.support.require_example_package``).
+``pytest.mark.django_db(transaction=True)`` and the ``ratchet_keys`` fixture; the ``planner_failed``
+and ``code_changed`` helpers also need the example agent package
+(``tests.plugins.support.require_example_package``).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,9 +24,9 @@ from runtime.core.checkpoint import Action, PendingAction, Receipt
 from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.engine import run_advance, run_start
 from runtime.engine.execute import MAX_UNKNOWN_OUTCOME_ATTEMPTS
-from runtime.errors import LedgerChainError
+from runtime.errors import BadSignatureError, CodeDigestMismatchError, LedgerChainError
 from runtime.evidence.attachments import attachment_get, attachment_put
-from runtime.models import IdempotencyRecord, LedgerEntry, ReviewCase, Run
+from runtime.models import Checkpoint, IdempotencyRecord, LedgerEntry, ReviewCase, Run
 from runtime.regression.sources import hanging_git, small_history_build
 from tests.engine.support import write_replay_task
 from tests.factories import write_scripted_task
@@ -156,6 +158,49 @@ def ledger_corrupt(directory: Path) -> ReviewCase:
     return ReviewCase.objects.get(run_id=run_id, status="open", reason="ledger_corrupt")
 
 
+def restore_refused(directory: Path) -> ReviewCase:
+    """The run's newest checkpoint envelope edited in the database, so its MAC no longer verifies
+    and the next restore fails closed (``restore_refused``)."""
+    run_id, _pending_write = _pending(directory)
+    row = Checkpoint.objects.filter(run_id=run_id).order_by("-generation").first()
+    raw = bytearray(bytes(row.envelope))
+    raw[len(raw) // 2] ^= 0x01
+    Checkpoint.objects.filter(pk=row.pk).update(envelope=bytes(raw))
+    with pytest.raises(BadSignatureError):
+        run_advance(run_id=run_id, worker=WORKER)
+    return ReviewCase.objects.get(run_id=run_id, status="open", reason="restore_refused")
+
+
+CHANGED_PLANNER = '''from ratchet_example_agent.planner import NoteTaker
+
+
+class Planner(NoteTaker):
+    def propose(self, **kwargs):
+        return NoteTaker.propose(self, **kwargs)  # edited after the run was pinned
+'''
+
+
+def code_changed(directory: Path) -> ReviewCase:
+    """The run's planner module edited on disk between two steps, so the resume meets other code
+    than the run is pinned to (``code_changed``)."""
+    code = directory / "code"
+    code.mkdir()
+    module = f"kinds_planner_{abs(hash(str(directory)))}"
+    (code / f"{module}.py").write_text("from ratchet_example_agent.planner import NoteTaker as Planner\n")
+    sys.path.insert(0, str(code))
+    try:
+        spec = notes_task(directory, notes=3, planner=f'kind = "python"\nentry = "{module}:Planner"')
+        run_id = run_start(spec_path=spec, worker=WORKER)
+        run_advance(run_id=run_id, worker=WORKER, max_steps=1)
+        (code / f"{module}.py").write_text(CHANGED_PLANNER)
+        with pytest.raises(CodeDigestMismatchError):
+            run_advance(run_id=run_id, worker=WORKER)
+    finally:
+        sys.path.remove(str(code))
+        sys.modules.pop(module, None)
+    return ReviewCase.objects.get(run_id=run_id, status="open", reason="code_changed")
+
+
 def planner_failed(directory: Path) -> ReviewCase:
     """A planner plug-in that raises while proposing (``planner_failed``)."""
     spec = notes_task(directory, planner='kind = "python"\nentry = "tests.plugins.fakes:RaisesWhileProposing"',
@@ -174,5 +219,10 @@ KINDS: dict[str, Callable[[Path], ReviewCase]] = {
     "planner_failed": planner_failed,
     "verifier_error": verifier_error,
     "ledger_corrupt": ledger_corrupt,
+    "restore_refused": restore_refused,
+    "code_changed": code_changed,
 }
 """Case kind -> the helper that opens one."""
+
+NEEDS_EXAMPLE_AGENT = frozenset({"planner_failed", "code_changed"})
+"""Kinds whose helper runs the example agent's planner (skip them where it is not installed)."""

@@ -11,14 +11,14 @@ import pytest
 from django.core.management import call_command
 
 from runtime.decisions.case_sides import case_sides
-from tests.cases.kinds import KINDS, PLANNED, ROGUE
+from tests.cases.kinds import KINDS, NEEDS_EXAMPLE_AGENT, PLANNED, ROGUE
 from tests.plugins.support import require_example_package
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _open(kind: str, directory: Path):
-    if kind == "planner_failed":
+    if kind in NEEDS_EXAMPLE_AGENT:
         require_example_package()
     return KINDS[kind](directory)
 
@@ -126,6 +126,25 @@ def test_a_corrupt_ledger_shows_the_signed_head_and_the_bad_row(tmp_path: Path, 
     assert f"checkpoint generation {left['Checkpoint generation']}" in case.detail
 
 
+def test_a_refused_restore_shows_the_stored_run_and_the_typed_refusal(tmp_path: Path, ratchet_keys) -> None:
+    case = _open("restore_refused", tmp_path)
+    sides = case_sides(case=case)
+
+    left, right = dict(sides.left.facts), dict(sides.right.facts)
+    assert right["Error"] == "BadSignatureError" and right["Refusal"] == case.detail
+    assert left["Run row phase"] == case.observed["row_phase"] and left["Run row generation"] != "—"
+    assert left["Newest traced event"] in sides.left.text and not sides.comparable
+
+
+def test_changed_code_shows_the_stored_run_and_the_code_check(tmp_path: Path, ratchet_keys) -> None:
+    case = _open("code_changed", tmp_path)
+    sides = case_sides(case=case)
+
+    right = dict(sides.right.facts)
+    assert right["Error"] == "CodeDigestMismatchError" and right["Refusal"] == case.detail
+    assert sides.right.title == "The code check's refusal" and "Run row phase" in dict(sides.left.facts)
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_cases_show_prints_reason_sides_and_diff(tmp_path: Path, ratchet_keys, kind: str) -> None:
     case = _open(kind, tmp_path)
@@ -139,8 +158,8 @@ def test_cases_show_prints_reason_sides_and_diff(tmp_path: Path, ratchet_keys, k
     assert f"reason: {kind}" in text.getvalue()
     assert sides.left.title in text.getvalue() and sides.right.title in text.getvalue()
     assert shown["case"]["reason"] == kind
-    if kind == "ledger_corrupt":  # its checkpoint does not verify, so no decision can be bound; it is said
-        assert shown["binding"] is None and "ledger entry 1 was altered" in shown["binding_note"]
+    if kind in ("ledger_corrupt", "restore_refused", "code_changed"):  # cases only the rows hold: no binding, said
+        assert shown["binding"] is None and "no decision can be bound" in shown["binding_note"]
     else:
         assert shown["binding"]["case_id"] == case.case_id
     assert shown["sides"]["left"]["title"] == sides.left.title

@@ -18,7 +18,7 @@ from runtime.decisions.case_sides import case_sides
 from runtime.decisions.reviews import decision_binding_recorded
 from runtime.engine import run_advance, run_start
 from runtime.models import ReviewCase
-from tests.cases.kinds import KINDS, PLANNED, ROGUE
+from tests.cases.kinds import KINDS, NEEDS_EXAMPLE_AGENT, PLANNED, ROGUE
 from tests.plugins.support import notes_task, require_example_package
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ LATE_MODULE = "cases_late_planner"
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_the_case_page_shows_both_sides(tmp_path: Path, ratchet_keys, client_for, kind: str) -> None:
-    if kind == "planner_failed":
+    if kind in NEEDS_EXAMPLE_AGENT:
         require_example_package()
     case = KINDS[kind](tmp_path)
     sides = case_sides(case=case)
