@@ -2,7 +2,8 @@
 conflicted -- the planned write beside the landed one (or the unapproved one), the cached receipt
 beside the adapter's, the adapter's refusal or timeouts, the planner's or verifier's error, the
 checkpointed environment beside the observed one, the signed checkpoint beside the ledger rows
-found -- never a placeholder (DESIGN.md section 6.11)."""
+found, the stored run beside a refused restore or a changed-code refusal -- never a placeholder
+(DESIGN.md section 6.11)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,7 @@ def test_the_reviewer_sees_both_sides_of_the_case(browser, stack, opened) -> Non
         assert "none for this key" in right and "timed out" in right
     if kind == "ledger_corrupt":
         assert "ledger entry 1 was altered" in right and "edited-in-the-database" in right
+    if kind == "restore_refused":
+        assert "BadSignatureError" in right and "run row phase" in left.lower()
+    if kind == "code_changed":
+        assert "CodeDigestMismatchError" in right and "run row phase" in left.lower()

@@ -50,6 +50,8 @@ def test_the_case_page_shows_both_sides(tmp_path: Path, ratchet_keys, client_for
         assert '"receipt_id": "edited-in-the-database"' in text  # the cached side, beside the adapter's
     if kind == "ledger_corrupt":  # nothing can be bound to a checkpoint that does not verify, and it says so
         assert "ledger entry 1 was altered" in text and "Sign and apply" not in text
+    if kind in ("restore_refused", "code_changed"):  # a case only the rows hold: readable, never signable here
+        assert case.observed["error"] in text and "Sign and apply" not in text
 
 
 def _late_planner_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReviewCase:
