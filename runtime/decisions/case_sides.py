@@ -10,8 +10,8 @@ sides say the same kind of thing.
 
 Kinds (``StopReason`` values a freeze or the ledger check opens a case with): receipt_conflict,
 untrusted_receipt, receipt_drift, receipt_missing, outcome_unknown, environment_drift,
-adapter_refused, planner_failed, verifier_error, ledger_corrupt. Any other reason still gets
-the planned side and the detail text.
+adapter_refused, planner_failed, verifier_error, ledger_corrupt, restore_refused, code_changed.
+Any other reason still gets the planned side and the detail text.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from runtime.errors import RatchetError
 from runtime.evidence.attachments import attachment_get
-from runtime.models import Attachment, ReviewCase, TraceEvent
+from runtime.models import Attachment, Checkpoint, LedgerEntry, ReviewCase, TraceEvent
 
 MAX_INLINE_BYTES = 64 * 1024
 """A content attachment up to this size (bytes) that is UTF-8 text is shown inline, line by line."""
@@ -42,6 +42,8 @@ REASON_HEADLINES = {
     "planner_failed": "The planner failed; nothing was executed.",
     "verifier_error": "The verifier gave no verdict; nothing was executed.",
     "ledger_corrupt": "The receipts ledger does not chain to the signed checkpoint.",
+    "restore_refused": "The run's stored evidence did not verify, so it could not be restored.",
+    "code_changed": "A worker tried to resume the run under other code than the run is pinned to.",
 }
 """What a reader is told first, per case kind."""
 
@@ -275,6 +277,8 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
         left = Side("Cached by the runtime", _receipt_facts(cached), pretty(cached)) if cached else planned
         held = case.receipt or {}
         right = Side("Held by the adapter (authoritative)", _receipt_facts(held), pretty(held))
+    elif reason == "outcome_unknown" and not case.receipt and not (case.observed or opened.get("observed")):
+        left, right = planned, _unanswered(opened, case.detail)
     elif reason in ("receipt_missing", "outcome_unknown"):
         left = planned
         right = _landed(case, notes) if case.receipt else _environment_side(
@@ -299,8 +303,9 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
         what = "verifier" if reason == "verifier_error" else "planner"
         right = _error_side(f"The {what}'s error", opened.get("plugin_error") or {}, case.detail)
     elif reason == "ledger_corrupt":
-        left = Side("Signed checkpoint", [("Ledger head", "the receipts ledger head the signed checkpoint names")], "")
-        right = Side("Ledger rows found", [("Finding", case.detail or "—")], case.detail)
+        left, right = _ledger_sides(case)
+    elif reason in ("restore_refused", "code_changed"):
+        left, right = _refusal_sides(case)
     else:
         left, right = planned, Side("What the runtime found", [("Detail", case.detail or "—")], case.detail)
     comparable = reason in ("receipt_conflict", "untrusted_receipt", "receipt_drift", "environment_drift") or (
@@ -310,6 +315,43 @@ def case_sides(*, case: ReviewCase) -> CaseSides:
         diff, omitted = unified(right.text, left.text, old_name=right.title, new_name=left.title)
     return CaseSides(reason=reason, headline=headline, detail=case.detail, left=left, right=right, diff=diff,
                      diff_omitted=omitted, comparable=comparable, notes=notes)
+
+
+def _ledger_sides(case: ReviewCase) -> tuple[Side, Side]:
+    """The newest signed checkpoint (which names the ledger head) beside the ledger rows found."""
+    signed = Checkpoint.objects.filter(run_id=case.run_id).order_by("-generation").values_list(
+        "generation", "digest", "key_id").first()
+    facts = [("Ledger head", "the receipts ledger head the signed checkpoint names")]
+    if signed is not None:
+        facts += [("Checkpoint generation", str(signed[0])), ("Checkpoint digest", signed[1]),
+                  ("Signed with key", signed[2])]
+    rows = LedgerEntry.objects.filter(run_id=case.run_id)
+    found = [("Finding", case.detail or "—"), ("Ledger rows stored", str(rows.count()))]
+    keys = "\n".join(f"{seq} {kind} {key}" for seq, kind, key in rows.order_by("seq").values_list("seq", "kind", "key"))
+    return Side("Signed checkpoint", facts, ""), Side("Ledger rows found", found, keys or case.detail)
+
+
+def _refusal_sides(case: ReviewCase) -> tuple[Side, Side]:
+    """The run's stored record (row and newest trace events) beside the typed refusal."""
+    observed = case.observed or {}
+    facts = [(label, str(observed[key])) for key, label in (("row_phase", "Run row phase"),
+                                                            ("row_generation", "Run row generation"))
+             if observed.get(key) is not None]
+    events = [f"{e.get('seq')} {e.get('type')}" for e in case.trace_excerpt or [] if isinstance(e, dict)]
+    if events:
+        facts.append(("Newest traced event", events[-1]))
+    what = "The restore's refusal" if case.reason == "restore_refused" else "The code check's refusal"
+    refusal = [("Error", str(observed.get("error") or "—")), ("Refusal", case.detail or "—")]
+    return (Side("The run as stored", facts or [("Run row", "not recorded")], "\n".join(events)),
+            Side(what, refusal, case.detail))
+
+
+def _unanswered(opened: dict[str, Any], detail: str) -> Side:
+    """What the adapter answered a write that timed out: no receipt, the attempts and the last error."""
+    facts = [("Receipt", "none for this key")] + [
+        (label, str(opened[key])) for key, label in (("attempts", "Attempts timed out"), ("error", "Last error"))
+        if opened.get(key) is not None]
+    return Side("The adapter's answer (no receipt)", facts, str(opened.get("error") or detail))
 
 
 def _last_write(case: ReviewCase) -> Side:

@@ -18,7 +18,7 @@ from runtime.decisions.case_sides import case_sides
 from runtime.decisions.reviews import decision_binding_recorded
 from runtime.engine import run_advance, run_start
 from runtime.models import ReviewCase
-from tests.cases.kinds import KINDS, PLANNED, ROGUE
+from tests.cases.kinds import KINDS, NEEDS_EXAMPLE_AGENT, PLANNED, ROGUE
 from tests.plugins.support import notes_task, require_example_package
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ LATE_MODULE = "cases_late_planner"
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_the_case_page_shows_both_sides(tmp_path: Path, ratchet_keys, client_for, kind: str) -> None:
-    if kind == "planner_failed":
+    if kind in NEEDS_EXAMPLE_AGENT:
         require_example_package()
     case = KINDS[kind](tmp_path)
     sides = case_sides(case=case)
@@ -46,6 +46,12 @@ def test_the_case_page_shows_both_sides(tmp_path: Path, ratchet_keys, client_for
     assert "(none)" not in text and "(unknown)" not in text
     if kind == "receipt_conflict":
         assert f"  | {PLANNED.strip()}" in text and f"  | {ROGUE.strip()}" in text
+    if kind == "receipt_drift":
+        assert '"receipt_id": "edited-in-the-database"' in text  # the cached side, beside the adapter's
+    if kind == "ledger_corrupt":  # nothing can be bound to a checkpoint that does not verify, and it says so
+        assert "ledger entry 1 was altered" in text and "Sign and apply" not in text
+    if kind in ("restore_refused", "code_changed"):  # a case only the rows hold: readable, never signable here
+        assert case.observed["error"] in text and "Sign and apply" not in text
 
 
 def _late_planner_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReviewCase:

@@ -98,9 +98,17 @@ class Command(BaseCommand):
         try:
             binding = decision_prepare(case_id=case_id)
         except (PluginError, TaskSpecError) as exc:
-            binding = decision_binding_recorded(case_id=case_id)
             note = (f"this process cannot load the run's plug-in ({type(exc).__name__}); the binding is the one "
                     "the verified checkpoint records; deciding needs the plug-in installed")
+            try:
+                binding = decision_binding_recorded(case_id=case_id)
+            except RatchetError as unbound:
+                binding, note = None, f"no decision can be bound to this case: {unbound}"
+        except RatchetError as exc:
+            # A case whose checkpoint does not verify, or which only the rows hold (a corrupt
+            # ledger, a refused restore, changed code), stays readable; why no decision can be
+            # bound is shown where the binding would be.
+            binding, note = None, f"no decision can be bound to this case: {exc}"
         if as_json:
             self.stdout.write(json.dumps({
                 "case": {"case_id": row.case_id, "run_id": row.run_id, "status": row.status, "reason": row.reason,
