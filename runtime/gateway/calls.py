@@ -27,6 +27,7 @@ from runtime.core.checkpoint import Phase, RunState
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
 from runtime.core.tracing import run_scope, span, span_annotate
+from runtime.decisions.case_sides import readable, unified
 from runtime.engine import run_advance
 from runtime.errors import (
     GatewayCallConflictError,
@@ -49,7 +50,7 @@ from runtime.gateway.tools import (
     call_id_derive,
     run_spec,
 )
-from runtime.models import GatewayToken, Run
+from runtime.models import GatewayToken, Run, TraceEvent
 from runtime.planners.chat_tools.tools import FINISH
 from runtime.planners.external import ExternalCall, call_digest, call_record, external_call_offered
 
@@ -184,6 +185,28 @@ def _call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token:
         session_keep(call.session)
 
 
+_SIDE_MAX_BYTES = 16384
+"""Largest pair of argument sets a conflict answer repeats in full (bytes); larger ones are
+named by their digests only, so an answer stays small."""
+
+
+def _conflict_sides(*, run_id: str, key: str, sent: dict[str, Any]) -> dict[str, Any]:
+    """Both sides of a call-id conflict in readable form for the caller (DESIGN.md section 6.11):
+    the action recorded under the call id (from its ``intent.proposed`` event) and the one just
+    sent, each as plain lines (small text contents inline), and their line diff."""
+    recorded = (TraceEvent.objects.filter(run_id=run_id, event_type="intent.proposed",
+                                          payload__idempotency_key=key)
+                .order_by("seq").values_list("payload", flat=True).first() or {}).get("action")
+    if not isinstance(recorded, dict):
+        return {}
+    old = readable(kind=recorded.get("kind"), target=recorded.get("target"), params=recorded.get("params") or {})
+    new = readable(kind=sent.get("kind"), target=sent.get("target"), params=sent.get("params") or {})
+    if len(old.encode()) + len(new.encode()) > _SIDE_MAX_BYTES:
+        return {}
+    diff, _ = unified(old, new, old_name="recorded", new_name="sent")
+    return {"recorded_arguments": old, "sent_arguments": new, "diff": "\n".join(diff)}
+
+
 def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
     run_id, call_id = run.run_id, call.call_id
     # An ended run is not stepped: a repeated call is answered from its committed checkpoint.
@@ -209,7 +232,8 @@ def _answer(*, run: Run, call: ExternalCall, max_calls: int) -> CallResult:
             f"call id {call_id!r} was already used with other arguments"
             + (" and its write executed" if executed else "") + "; nothing was executed for this call",
             run_id=run_id, call_id=call_id, phase=phase.value, executed=executed, idempotency_key=key,
-            recorded_digest=record["digest"], sent_digest=call.digest)
+            recorded_digest=record["digest"], sent_digest=call.digest,
+            **_conflict_sides(run_id=run_id, key=key, sent=call.action))
     pending = state.pending
     if pending is not None and pending.idempotency_key == key:
         if phase == Phase.AWAITING_APPROVAL:

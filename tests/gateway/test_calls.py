@@ -49,6 +49,10 @@ def test_it_refuses_an_executed_call_id_repeated_with_other_arguments_and_the_ru
     assert caught.value.code == "call_conflict" and not caught.value.retryable
     assert caught.value.context["executed"] is True and "frozen" not in caught.value.context
     assert "'c1' was already used with other arguments and its write executed" in caught.value.message
+    # Both sides, readable: what the call id recorded and what was just sent.
+    assert "  | hello" in caught.value.context["recorded_arguments"]
+    assert 'params.content: "other\\n"' in caught.value.context["sent_arguments"]
+    assert "-  | hello" in caught.value.context["diff"] and '+params.content: "other' in caught.value.context["diff"]
     assert (gw.workspace / "notes/a.txt").read_text() == "hello\n"
     run = Run.objects.get(run_id=gw.run_id)
     assert run.phase == "running" and run.generation == generation, "nothing committed, nothing frozen"
