@@ -1,5 +1,5 @@
 """A SIGKILL between amending and executing never runs the original, nor the amended action twice
-(DESIGN.md sections 5.3 and 6.11). The amending process and the workers are real children."""
+(DESIGN.md sections 5.3 and 6.13). The amending process and the workers are real children."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 with an absolute link. The operator follows it in Chromium, opens Amend from the approval card,
 changes the file content, previews the amended dry-run diff, and confirms. The live worker then
 executes the amended write exactly once: the workspace holds the amended content and the adapter
-one receipt for the key, under the amended intent (DESIGN.md sections 6.10 and 6.11)."""
+one receipt for the key, under the amended intent (DESIGN.md sections 6.10 and 6.13)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A gateway call an approver amended: the waiting caller's answer carries the arguments that ran
-(DESIGN.md sections 5.12 and 6.11)."""
+(DESIGN.md sections 5.12 and 6.13)."""
 
 from __future__ import annotations
 
