@@ -21,7 +21,10 @@ from tests.engine.support import key_effects
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-RUNS = 4
+RUNS = 8
+"""More runs than the first worker can hold at once (its two pool processes and their prefetch
+slots): with one commit per write a run is over in a few steps, so with fewer runs the first
+worker to be ready could take every message before the second one asked."""
 
 
 def test_it_spreads_runs_over_two_workers_with_one_effect_per_key(
