@@ -29,3 +29,16 @@ def mcp_host_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             pytest.fail(f"could not install the MCP host's packages: {done.stderr[-2000:]}")
         pytest.skip("the MCP host's packages could not be installed (no package index)")
     return site
+
+
+ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+
+
+@pytest.fixture(autouse=True)
+def _one_pass() -> None:
+    """The LangGraph client stories run in the SQLite pass of tests/run, the Agents SDK ones in the
+    PostgreSQL pass: each framework's side does not depend on the database, and the two passes
+    run side by side, so each story once keeps the suite's time."""
+    if ON_POSTGRES:
+        pytest.skip("runs in the SQLite pass: the framework's side is the same on both "
+                    "databases, and the gateway's stories cover each database")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.planners.chat_tools.conftest import fake_model, shared_fake_model  # noqa: F401
@@ -14,3 +16,15 @@ def no_tracing_export(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
     set_tracing_disabled(True)
+
+
+ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+
+
+@pytest.fixture(autouse=True)
+def _one_pass() -> None:
+    """The Agents SDK client stories run in the PostgreSQL pass of tests/run, the LangGraph ones in
+    the SQLite pass (see tests/gateway_clients/langgraph/conftest.py)."""
+    if not ON_POSTGRES:
+        pytest.skip("runs in the PostgreSQL pass: the framework's side is the same on both "
+                    "databases, and the gateway's stories cover each database")
