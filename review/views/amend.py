@@ -68,6 +68,18 @@ def approval_amend(request: HttpRequest, run_id: str) -> HttpResponse:
     return _post(request, run_id)
 
 
+def _preview(request: HttpRequest, run_id: str, data: dict, action: Action) -> HttpResponse:
+    """The amended action's dry-run diff, nothing changed."""
+    try:
+        preview = amend_service.amendment_preview(run_id=run_id, arguments=data["arguments"])
+    except ACTION_ERRORS as exc:
+        return action_failed(request, exc, action)
+    return render(request, "review/approval_amend.html", {
+        "run_id": run_id, "proposed_intent_digest": data["proposed_intent_digest"], "proposed": preview.proposed,
+        "arguments": arguments_text(data["arguments"]), "preview": preview, "previewed": True,
+        "note": data.get("note") or ""})
+
+
 def _post(request: HttpRequest, run_id: str) -> HttpResponse:
     action = Action(failed=f"Could not amend run {run_id}", back=_page(run_id),
                     result=reverse("review:run", args=[run_id]), unchanged="nothing was amended or approved")
@@ -78,14 +90,7 @@ def _post(request: HttpRequest, run_id: str) -> HttpResponse:
         return see_other(action.back)
     data = form.cleaned_data
     if data["step"] == "preview":
-        try:
-            preview = amend_service.amendment_preview(run_id=run_id, arguments=data["arguments"])
-        except ACTION_ERRORS as exc:
-            return action_failed(request, exc, action)
-        return render(request, "review/approval_amend.html", {
-            "run_id": run_id, "proposed_intent_digest": data["proposed_intent_digest"], "proposed": preview.proposed,
-            "arguments": arguments_text(data["arguments"]), "preview": preview, "previewed": True,
-            "note": data.get("note") or ""})
+        return _preview(request, run_id, data, action)
     try:
         outcome = amend_service.approval_amend(
             run_id=run_id, approver=request.user.get_username(), arguments=data["arguments"],

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runtime.errors import RatchetError
 from runtime.keys import reviewer_key_load
+from runtime.management.cli_numbers import count
 from runtime.models import EnvironmentRegistration
 from runtime.ownership.reregistration import environment_reregister, reregistration_sign
 
@@ -26,7 +27,7 @@ class Command(BaseCommand):
         rereg.add_argument("instance_id")
         rereg.add_argument("--key-file", required=True,
                            help="your own reviewer key file (from `manage.py keys reviewer-add`); it names you")
-        rereg.add_argument("--observed-fence", required=True, type=int,
+        rereg.add_argument("--observed-fence", required=True, type=count(minimum=0),
                            help="the fence you read on the environment (the workspace's .ratchet/fence)")
         rereg.add_argument("--reason", required=True, help="why the environment is sound (kept in the traces)")
 
