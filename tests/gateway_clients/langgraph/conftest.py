@@ -18,11 +18,12 @@ MCP_HOST_PACKAGES = ("langchain-mcp-adapters>=0.3,<0.4", "mcp>=1.24,<2")
 
 @pytest.fixture(scope="session")
 def mcp_host_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory holding the host's packages, put first on the host process's ``PYTHONPATH``
-    only (its other packages come from this environment; the server never sees it). Installed
+    """A directory holding the host's packages and everything they need (so the host's ``mcp``
+    1.x finds its own dependencies, whatever this environment's ``mcp`` 2 left out), put first
+    on the host process's ``PYTHONPATH`` only (the server never sees it). Installed
     with pip from the configured index; without one the stories skip, except under CI."""
     site = tmp_path_factory.mktemp("mcp-host-site")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
                            "--target", str(site), *MCP_HOST_PACKAGES], capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         if os.environ.get("CI"):
