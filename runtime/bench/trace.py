@@ -26,16 +26,20 @@ def traced_run_create(*, events: int, worker: str) -> str:
     state = realistic_state(executed=0)
     run_create(state=state, worker=worker, ttl_seconds=3600.0)
     run_id = state.identity.run_id
-    receipt = realistic_write(run_id=run_id, cursor=0).receipt.model_dump(mode="json")
+    write = realistic_write(run_id=run_id, cursor=0)
+    # The payload the engine writes: the receipt named, not copied (DESIGN.md section 4.14).
+    named = {"idempotency_key": write.idempotency_key, "intent_digest": write.intent_digest,
+             "receipt_id": write.receipt.receipt_id, "adapter_version": write.receipt.adapter_version,
+             "receipt_fingerprint": write.receipt_fingerprint}
+    version = write.receipt.environment_version_after
     left, seq = events, 0
     while left > 0:
         with transaction.atomic():
             Run.objects.select_for_update().filter(run_id=run_id).exists()
             for _ in range(min(500, left)):
                 seq += 1
-                trace_append_txn(run_id=run_id, event_type="write.executed",
-                                 payload={"n": seq, "receipt": receipt},
-                                 environment_version=receipt["environment_version_after"])
+                trace_append_txn(run_id=run_id, event_type="write.executed", payload={"n": seq, **named},
+                                 environment_version=version)
                 left -= 1
     return run_id
 

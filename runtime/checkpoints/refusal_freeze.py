@@ -21,7 +21,7 @@ from django.db.models.functions import Now
 
 from runtime.core.canonical import canonical_json, sha256_hex
 from runtime.core.checkpoint import Phase, StopReason
-from runtime.errors import LedgerChainError, RatchetError
+from runtime.errors import LedgerChainError, MarkStoreUnavailableError, RatchetError
 from runtime.evidence.trace import trace_append
 from runtime.models import ReviewCase, Run, TraceEvent
 
@@ -58,9 +58,15 @@ def restore_refusal_freeze(*, run_id: str, error: RatchetError, worker: str, rec
         The review case id, or None when no case was opened here: the run row is gone, or the
         ledger's own freeze already opened one (``LedgerChainError``).
 
+    A mark store that does not answer (``MarkStoreUnavailableError``) is an outage, not evidence:
+    nothing is opened, frozen or traced, so the sweeper keeps offering the run and it resumes once
+    the store is back (DESIGN.md section 8.8).
+
     Never raises for a database that cannot take the rows or the event: the refusal itself still
     reaches the caller, which re-raises it; the miss is logged.
     """
+    if isinstance(error, MarkStoreUnavailableError):
+        return None
     case_id: str | None = None
     try:
         case_id = _freeze(run_id=run_id, error=error)

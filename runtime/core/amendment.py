@@ -22,10 +22,10 @@ from typing import Annotated, Any
 
 from pydantic import AwareDatetime, StringConstraints, ValidationError
 
-from runtime.core.canonical import canonical_json
 from runtime.core.checkpoint import Action, ApprovalEvidence, Digest, Ident, NonNegInt, Strict
-from runtime.core.signing import Keyring, Signature, TrustRoot
-from runtime.errors import RatchetError, WrongTrustRootError
+from runtime.core.evidence import _sign, _verify
+from runtime.core.signing import Keyring, TrustRoot
+from runtime.errors import RatchetError
 
 AMENDED_EVENT = "intent.amended"
 """The trace event that seals the superseded action and carries the signed record."""
@@ -54,10 +54,6 @@ class AmendmentRecord(Strict):
     mac: Annotated[str, StringConstraints(pattern=r"^(?:[0-9a-f]{64}|[0-9a-f]{128})$")]
 
 
-def _signed_bytes(fields: Mapping[str, Any]) -> bytes:
-    return canonical_json({k: v for k, v in fields.items() if k != "mac"})
-
-
 def amendment_sign(*, keyring: Keyring, run_id: str, idempotency_key: str, cursor: int,
                    proposed_intent_digest: str, amended_intent_digest: str, approval_id: str,
                    approver: str, amended_at: datetime, note: str = "") -> AmendmentRecord:
@@ -72,15 +68,11 @@ def amendment_sign(*, keyring: Keyring, run_id: str, idempotency_key: str, curso
         WrongTrustRootError: ``keyring`` is not the approval root's.
         KeyringError: the keyring holds only public keys.
     """
-    if keyring.root != TrustRoot.APPROVAL:
-        raise WrongTrustRootError("an amendment is signed under the approval trust root", root=keyring.root.value)
-    body = {"amendment_id": f"amd_{secrets.token_hex(12)}", "run_id": run_id, "idempotency_key": idempotency_key,
-            "cursor": cursor, "proposed_intent_digest": proposed_intent_digest,
-            "amended_intent_digest": amended_intent_digest, "approval_id": approval_id, "approver": approver,
-            "amended_at": amended_at, "note": note, "key_id": keyring.current_key_id, "mac": "0" * 64}
-    unsigned = AmendmentRecord.model_validate(body, strict=False).model_dump(mode="json")
-    signature = keyring.sign(_signed_bytes(unsigned))
-    return AmendmentRecord.model_validate({**unsigned, "mac": signature.mac}, strict=False)
+    fields = {"amendment_id": f"amd_{secrets.token_hex(12)}", "run_id": run_id, "idempotency_key": idempotency_key,
+              "cursor": cursor, "proposed_intent_digest": proposed_intent_digest,
+              "amended_intent_digest": amended_intent_digest, "approval_id": approval_id, "approver": approver,
+              "amended_at": amended_at, "note": note}
+    return _sign(AmendmentRecord, fields, keyring, TrustRoot.APPROVAL)
 
 
 def amendment_verify(record: AmendmentRecord, keyring: Keyring) -> None:
@@ -90,10 +82,7 @@ def amendment_verify(record: AmendmentRecord, keyring: Keyring) -> None:
         WrongTrustRootError: ``keyring`` is not the approval root's.
         UnknownKeyError / BadSignatureError: signed by a key the root does not trust, or altered.
     """
-    if keyring.root != TrustRoot.APPROVAL:
-        raise WrongTrustRootError("an amendment is verified under the approval trust root", root=keyring.root.value)
-    data = record.model_dump(mode="json")
-    keyring.verify(_signed_bytes(data), Signature(key_id=data["key_id"], mac=data["mac"]))
+    _verify(record, keyring, TrustRoot.APPROVAL)
 
 
 def amendment_findings(payload: Mapping[str, Any], keyring: Keyring, *, where: str) -> list[str]:

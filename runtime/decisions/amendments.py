@@ -33,12 +33,12 @@ from runtime.core.amendment import AMENDED_EVENT, amendment_sign
 from runtime.core.canonical import digest_bytes
 from runtime.core.checkpoint import Action, PendingAction, Phase, RunState
 from runtime.core.crashpoints import crash_point, register
-from runtime.core.evidence import approval_sign, approval_ttl_check
+from runtime.core.evidence import approval_sign
 from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
 from runtime.database.clock import db_now
 from runtime.decisions.amend_arguments import action_arguments, arguments_to_action
-from runtime.decisions.approvals import _refusal_trace, _waiting_session
+from runtime.decisions.approvals import _approval_ttl, _refusal_trace, _waiting_session
 from runtime.engine.settle import receipt_settle
 from runtime.errors import AmendmentPolicyError, AmendmentRefusedError, InvalidActionError, PolicyViolationError
 from runtime.evidence.attachments import attachment_blob, attachment_put
@@ -174,14 +174,15 @@ def approval_amend(*, run_id: str, approver: str, arguments: Mapping[str, Any], 
     Raises:
         ApprovalTtlError: ``ttl_seconds`` is not a valid validity.
         AmendmentPolicyError: the arguments are outside the run's policy or the adapter refuses them.
-        AmendmentRefusedError: the run is not waiting, the waiting action or the environment
-            changed since the approver looked, an earlier attempt of the write had an unknown
+        ApprovalRefusedError: the run is not waiting (``AmendmentRefusedError``, a subclass, for
+            the rest).
+        AmendmentRefusedError: the waiting action or the environment changed since the approver
+            looked, an earlier attempt of the write had an unknown
             outcome, or the arguments change nothing (approve instead). Refusals are traced.
         KeyringError: this process holds no private approval key.
         LeaseHeldError: a worker is busy with the run; try again shortly.
     """
-    ttl_seconds = settings.RATCHET_APPROVAL_SECONDS if ttl_seconds is None else ttl_seconds
-    ttl = approval_ttl_check(ttl_seconds, max_ttl_seconds=settings.RATCHET_APPROVAL_MAX_SECONDS)
+    ttl = _approval_ttl(ttl_seconds)
     note = note.strip()[:500]
     with _waiting_session(run_id=run_id, approver=approver, action="amend") as (ctx, pending, receipt):
         if receipt is not None:

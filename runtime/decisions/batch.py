@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from runtime.core.denial_evidence import DenyMode
-from runtime.decisions.approvals import approval_grant
+from runtime.decisions.approvals import _approval_ttl, approval_grant
 from runtime.decisions.denials import approval_deny
-from runtime.errors import ApprovalRefusedError, RatchetError
+from runtime.errors import ApprovalRefusedError, RatchetError, RunNotFoundError
 
 MAX_BATCH_ITEMS = 100
 """Most items one batch decides (each restores a checkpoint and takes a lease)."""
@@ -72,15 +72,16 @@ def approvals_batch_decide(*, items: Sequence[BatchItem], approver: str, decisio
         comment: approving: the optional comment signed into each approval.
         may_refresh: as for ``approval_grant`` (an item with expired evidence needs it).
         ttl_seconds: approving: validity of each approval.
-        check: called with each run id before it is decided (the dashboard's tenant scope); an
-            exception it raises refuses that item alone (reported as not found).
+        check: called with each run id before it is decided (the dashboard's tenant scope); the
+            ``RunNotFoundError`` it raises refuses that item alone (reported as not found).
 
     Returns:
         One :class:`BatchResult` per item.
 
     Raises:
         ApprovalRefusedError: the batch itself is unusable (no items, too many, an unknown
-            decision, a denial without a reason); nothing was decided.
+            decision or denial mode, a denial without a reason); nothing was decided.
+        ApprovalTtlError: approving with a validity over ``RATCHET_APPROVAL_MAX_SECONDS``.
     """
     if decision not in ("approve", "deny"):
         raise ApprovalRefusedError(f"unknown batch decision {decision[:20]!r} (approve or deny)")
@@ -88,6 +89,13 @@ def approvals_batch_decide(*, items: Sequence[BatchItem], approver: str, decisio
         raise ApprovalRefusedError(f"a batch decides 1 to {MAX_BATCH_ITEMS} approvals, not {len(items)}")
     if decision == "deny" and not reason.strip():
         raise ApprovalRefusedError("a denial needs a reason")
+    # Checked once for the whole batch, so a bad mode or validity is one refusal, not N.
+    try:
+        mode = DenyMode(mode)
+    except ValueError:
+        raise ApprovalRefusedError(f"unknown denial mode {str(mode)[:20]!r} (stop or continue)") from None
+    if decision == "approve":
+        ttl_seconds = _approval_ttl(ttl_seconds)
     results: list[BatchResult] = []
     seen: set[str] = set()
     for item in items:
@@ -107,7 +115,7 @@ def _one(item: BatchItem, *, approver: str, decision: str, reason: str, mode: De
     try:
         if check is not None:
             check(item.run_id)
-    except Exception:  # the caller's scope check: another tenant's run is reported as not found
+    except RunNotFoundError:  # the caller's scope check: another tenant's run is reported as not found
         return BatchResult(item.run_id, False, "refused", None, "NotFound", "no such run is waiting")
     try:
         if decision == "approve":

@@ -21,6 +21,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from runtime.core.amendment import AMENDED_EVENT
 from runtime.errors import RatchetError
 from runtime.evidence.attachments import attachment_get
 from runtime.models import Attachment, Checkpoint, LedgerEntry, ReviewCase, TraceEvent
@@ -123,20 +124,22 @@ def unified(old: str, new: str, *, old_name: str, new_name: str) -> tuple[list[s
 
 def _opened_payload(case: ReviewCase) -> dict[str, Any]:
     """The ``review.opened`` payload of the freeze that opened ``case`` (its extras), or ``{}``."""
-    for payload in TraceEvent.objects.filter(run_id=case.run_id, event_type="review.opened").order_by(
-            "-seq").values_list("payload", flat=True):
-        if isinstance(payload, dict) and payload.get("case_id") == case.case_id:
-            return payload
-    return {}
+    payload = (TraceEvent.objects.filter(run_id=case.run_id, event_type="review.opened",
+                                         payload__case_id=case.case_id)
+               .order_by("-seq").values_list("payload", flat=True).first())
+    return payload if isinstance(payload, dict) else {}
 
 
 def _proposed_action(*, run_id: str, intent_digest: str | None) -> dict[str, Any] | None:
-    """The action of an ``intent.proposed`` event with ``intent_digest``: this run's first, then
-    any run's (a key shared by another run of this control plane), or None."""
+    """The action of an ``intent.proposed`` event with ``intent_digest``, or of an
+    ``intent.amended`` one (an approver's amendment has its own intent digest, DESIGN.md section
+    6.13): this run's first, then any run's (a key shared by another run of this control plane),
+    or None."""
     if not intent_digest:
         return None
     # A JSON key lookup, so the database finds the event; this run's own first.
-    events = TraceEvent.objects.filter(event_type="intent.proposed", payload__intent_digest=intent_digest)
+    events = TraceEvent.objects.filter(event_type__in=("intent.proposed", AMENDED_EVENT),
+                                       payload__intent_digest=intent_digest)
     for scope in (events.filter(run_id=run_id), events.exclude(run_id=run_id)):
         found = scope.order_by("seq").values_list("run_id", "payload").first()
         if found is not None and isinstance(found[1].get("action"), dict):

@@ -37,7 +37,6 @@ from runtime.errors import (
     CodeDigestMismatchError,
     EngineError,
     LeaseLostError,
-    MarkStoreUnavailableError,
     RunNotFoundError,
     SigningError,
     TraceChainError,
@@ -170,10 +169,7 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
             run_block(run_id=run_id, worker=worker, error=exc)
             if isinstance(exc, CodeDigestMismatchError):
                 code_change_case_open(run_id=run_id, error=exc)
-        elif isinstance(exc, CheckpointError | SigningError | TraceChainError) and not isinstance(
-                exc, MarkStoreUnavailableError):
-            # (A mark store that does not answer is an outage, not evidence: the run stays live
-            # and resumes once the store is back, DESIGN.md section 8.8.)
+        elif isinstance(exc, CheckpointError | SigningError | TraceChainError):
             # A restore that fails closed needs a person: one review case, the row frozen with
             # the typed reason, and the refusal traced after the lease went back as the run's
             # newest event (recovery.failed in a recovery, restore.refused otherwise, which the

@@ -22,14 +22,16 @@ def amendment_for(*, run_id: str, idempotency_key: str | None = None,
     The proposed action is the one the first amendment of that key superseded (what the planner
     or the caller proposed), the executed one the newest amendment's.
     """
-    found = [payload for payload in TraceEvent.objects.filter(run_id=run_id, event_type=AMENDED_EVENT)
-             .order_by("seq").values_list("payload", flat=True) if isinstance(payload, dict)]
+    # JSON key lookups, so the database picks the few events of one write (this runs before every
+    # proposal of a run: DESIGN.md section 6.13).
+    events = TraceEvent.objects.filter(run_id=run_id, event_type=AMENDED_EVENT)
     if idempotency_key is None:
-        at_cursor = [p for p in found if p.get("cursor") == cursor]
-        if not at_cursor:
+        newest = events.filter(payload__cursor=cursor).order_by("-seq").values_list("payload", flat=True).first()
+        if not isinstance(newest, dict):
             return None
-        idempotency_key = str(at_cursor[-1].get("idempotency_key", ""))
-    found = [p for p in found if p.get("idempotency_key") == idempotency_key]
+        idempotency_key = str(newest.get("idempotency_key", ""))
+    found = [p for p in events.filter(payload__idempotency_key=idempotency_key).order_by("seq")
+             .values_list("payload", flat=True) if isinstance(p, dict)]
     if not found:
         return None
     first, last = found[0], found[-1]

@@ -41,13 +41,19 @@ def fail(cmd: BaseCommand, *, run_id: str | None, error: RatchetError, as_json: 
     raise CommandError(f"{prefix}{error}", returncode=int(RunExit.ERROR)) from None
 
 
+_SQLITE_DISK_FULL = "database or disk is full"
+"""SQLite's message for SQLITE_FULL, which Django raises as an OperationalError."""
 _STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 """A disk that is full, over quota, failing or read-only: an outage to report, not a bug."""
 
 
 def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int | None, progress: bool,
-          wait_seconds: float = 0.0, as_json: bool = False) -> StepReport:
-    """Drive ``run_id`` with a progress bar on stderr; a typed runtime error exits 1."""
+          wait_seconds: float = 0.0, as_json: bool = False, verify_trace: bool = False) -> StepReport:
+    """Drive ``run_id`` with a progress bar on stderr; a typed runtime error exits 1.
+
+    ``verify_trace``: re-hash the whole trace and verify the whole receipts ledger after the
+    restore (``resume``, a person's restart; ``run`` has just created the run and skips it).
+    """
     bar = tqdm(desc="steps", unit="step", file=sys.stderr, disable=not progress, dynamic_ncols=True)
 
     def on_step(report: StepReport) -> None:
@@ -56,10 +62,15 @@ def drive(cmd: BaseCommand, *, run_id: str, worker: str | None, max_steps: int |
 
     try:
         return run_advance(run_id=run_id, worker=worker, max_steps=max_steps, on_step=on_step,
-                           wait_seconds=wait_seconds, verify_trace=True)
+                           wait_seconds=wait_seconds, verify_trace=verify_trace)
     except RatchetError as exc:
         fail(cmd, run_id=run_id, error=exc, as_json=as_json)
     except (OperationalError, InterfaceError) as exc:
+        if _SQLITE_DISK_FULL in str(exc).lower():
+            # The embedded database lives in the var directory: a full disk, not a lost server.
+            fail(cmd, run_id=run_id, as_json=as_json, error=StorageUnavailableError(
+                f"a file system refused a write during a step (SQLite: {exc})"[:500], run_id=run_id,
+                errno_name="SQLITE_FULL"))
         # A lost connection (a terminated backend, a restarting server) is an outage, not a bug:
         # say so in the project's own terms instead of a driver traceback.
         fail(cmd, run_id=run_id, as_json=as_json, error=MainDatabaseUnavailableError(

@@ -125,6 +125,9 @@ def test_a_mark_store_that_does_not_answer_is_an_outage_not_a_case(workspace_tas
             run_advance(run_id=run_id, worker="worker-during-the-outage")
         assert not ReviewCase.objects.filter(run_id=run_id).exists()
         assert Run.objects.get(run_id=run_id).phase in ("pending", "running")
+        # Nothing that would stop the sweeper: it keeps offering the run until the store answers.
+        assert _events(run_id, "restore.refused") == _events(run_id, "recovery.failed") == 0
+        assert run_id in [c.run_id for c in runs_needing_recovery()]
     finally:
         with admin.cursor() as cursor:
             cursor.execute(f"ALTER DATABASE {quoted} WITH ALLOW_CONNECTIONS true")

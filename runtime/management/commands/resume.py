@@ -46,7 +46,8 @@ class Command(BaseCommand):
         as_json = options["json"]
         announce(self, run_id=options["run_id"], as_json=as_json)
         report = drive(self, run_id=options["run_id"], worker=options["worker"], max_steps=options["max_steps"],
-                       progress=not options["no_progress"], wait_seconds=options["wait"], as_json=as_json)
+                       progress=not options["no_progress"], wait_seconds=options["wait"], as_json=as_json,
+                       verify_trace=True)  # a person's resume checks the whole trace (DESIGN.md section 4.15)
         print_verdict(self, report, as_json=as_json)
 
 
