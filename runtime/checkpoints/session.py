@@ -117,8 +117,11 @@ class RunSession:
         return self.state.identity.run_id
 
 
-def session_open(*, run_id: str, worker: str, lease: Lease, ttl: float) -> RunSession:
+def session_open(*, run_id: str, worker: str, lease: Lease, ttl: float, full_ledger: bool = False) -> RunSession:
     """Restore the newest checkpoint of ``run_id`` under ``lease`` (already acquired).
+
+    ``full_ledger``: verify every receipts-ledger entry, not only those this process has not
+    verified yet (a recovery or a person's resume, DESIGN.md section 4.15).
 
     The scenario fingerprint, task, policy and component versions are recomputed from the spec
     stored with the run and must match the checkpoint's (DESIGN.md section 4); approval and
@@ -149,6 +152,7 @@ def session_open(*, run_id: str, worker: str, lease: Lease, ttl: float) -> RunSe
         task_version=spec.task.version,
         policy_version=spec.policy.version,
         versions=VersionSet(**spec.versions.model_dump()),
+        full_ledger=full_ledger,
     )
     evidence_verify(restored.state)
     case_sync(run_id=run_id, state=restored.state)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import DatabaseError
 
-from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.checkpoints.refusal_freeze import code_change_case_open, restore_refusal_freeze
 from runtime.checkpoints.row_agreement import run_row_confirm
 from runtime.checkpoints.session import RunSession, default_worker_id, session_open, session_release
@@ -142,15 +141,15 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
     started = time.monotonic()
     try:
         reused = reuse(run_id=run_id, worker=worker, lease=lease, ttl=ttl, recovering=recovering) if reuse else None
+        # On a recovery or a person's resume, the whole receipts ledger, not only the tail this
+        # process verified before: a worker keeps what it verified, so an edit behind it would
+        # otherwise go unseen (DESIGN.md section 4.15).
         session = reused if reused is not None else session_open(run_id=run_id, worker=worker, lease=lease,
-                                                                 ttl=ttl)
+                                                                 ttl=ttl, full_ledger=recovering or verify_trace)
         if recovering or verify_trace:
             # The trace is evidence a person reads to decide; a resume on an edited one would
             # extend a chain nobody can trust any more (DESIGN.md section 4.15).
             trace_verify(run_id=run_id).raise_for_status(run_id=run_id)
-            # The whole receipts ledger too, not only the tail this process verified before: a
-            # worker keeps what it verified, so an edit behind it would otherwise go unseen.
-            checkpoint_verify(run_id=run_id)
         recovery.restored(session)
         if reused is None:
             credentials_recheck(session)  # DESIGN.md section 5.9: before anything executes
