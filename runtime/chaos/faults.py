@@ -22,6 +22,7 @@ disk full while the holder was alive); the drive counts those per kind.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shlex
@@ -35,12 +36,12 @@ from django.conf import settings
 from django.db import connections
 
 from runtime.errors import ChaosSetupError
-from runtime.replay_check.processes import group_kill
 
 FAULT_KINDS = ("sigkill", "pg-terminate", "mark-store-down", "pg-restart", "disk-full")
 POSTGRES_ONLY = frozenset({"pg-terminate", "mark-store-down", "pg-restart"})
 MAX_FILL_BYTES = 1 << 30
 """``disk-full`` fills only a filesystem of at most 1 GiB (a tmpfs or loop device made for it)."""
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 OUTAGE_SECONDS = (0.5, 3.0)
 """How long ``mark-store-down`` and ``disk-full`` last, drawn uniformly (seconds)."""
 
@@ -115,6 +116,8 @@ class FaultInjector:
 
     def inject(self, *, kind: str, proc: subprocess.Popen[bytes], worker: str, rng: random.Random) -> bool:
         """Inject ``kind`` into the run whose lease ``worker`` (``proc``, a group leader) holds.
+        ``sigkill`` is not injected here: the drive delivers it itself, with its bookkeeping of
+        killed children (``runtime.chaos.drive``).
 
         Returns:
             Whether it landed: the group was killed, a backend ended, the store or the disk was
@@ -123,14 +126,11 @@ class FaultInjector:
         try:
             return self._inject(kind=kind, proc=proc, worker=worker, rng=rng)
         finally:
-            if kind != "sigkill":
-                # The fault may have ended this process's own connections too (the mark store's
-                # backends, a restarted server): reconnect on next use instead of failing a check.
-                connections.close_all()
+            # The fault may have ended this process's own connections too (the mark store's
+            # backends, a restarted server): reconnect on next use instead of failing a check.
+            connections.close_all()
 
     def _inject(self, *, kind: str, proc: subprocess.Popen[bytes], worker: str, rng: random.Random) -> bool:
-        if kind == "sigkill":
-            return group_kill(proc)
         if kind == "pg-terminate":
             return _terminate(application_name=worker) > 0
         if kind == "mark-store-down":
@@ -169,15 +169,18 @@ class FaultInjector:
             stat = os.statvfs(self.workdir)
             try:
                 os.posix_fallocate(fd, 0, max(1, stat.f_bfree * stat.f_frsize))
-            except OSError:
-                pass  # ENOSPC for the last blocks: the writes below take what is left
+            except OSError as exc:
+                # ENOSPC for the last blocks (or no fallocate here): the writes below take the rest.
+                if exc.errno not in _FULL_ERRNOS + (errno.EOPNOTSUPP,):
+                    raise
             offset = os.fstat(fd).st_size
             for size in (65536, 4096, 512, 1):
                 try:
                     while True:
                         offset += os.pwrite(fd, b"\0" * size, offset)
-                except OSError:
-                    continue
+                except OSError as exc:
+                    if exc.errno not in _FULL_ERRNOS:
+                        raise
             landed = proc.poll() is None
             time.sleep(seconds)
             return landed

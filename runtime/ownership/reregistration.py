@@ -28,12 +28,18 @@ from django.conf import settings
 from django.db import transaction
 
 from runtime.core.canonical import canonical_json
+from runtime.core.checkpoint import TERMINAL_PHASES
 from runtime.core.signing import Keyring, Signature, TrustRoot
 from runtime.database.clock import db_now
 from runtime.errors import DecisionRefusedError, RatchetError
 from runtime.evidence.trace import trace_append
 from runtime.keys import keyring_for, reviewer_names, signer_for
 from runtime.models import EnvironmentRegistration, Run
+
+_FUTURE_STAMP_SECONDS = 300.0
+"""How far ``issued_at`` may lie ahead of the database clock: the skew reviewer decisions allow
+(``runtime.decisions.reviews.FUTURE_STAMP_SECONDS``), so a statement cannot be pre-dated to
+outlive ``RATCHET_DECISION_SECONDS``."""
 
 logger = logging.getLogger(__name__)
 
@@ -100,10 +106,13 @@ def environment_reregister(*, signed: dict[str, Any]) -> Reregistration:
     if bound is not None and bound != statement["reviewer"]:
         raise DecisionRefusedError(f"the key {signature.key_id} is bound to {bound}, not {statement['reviewer']}",
                                    instance_id=instance_id)
-    issued = datetime.fromisoformat(statement["issued_at"])
-    if db_now() - issued > timedelta(seconds=settings.RATCHET_DECISION_SECONDS):
+    issued, now = datetime.fromisoformat(statement["issued_at"]), db_now()
+    if now - issued > timedelta(seconds=settings.RATCHET_DECISION_SECONDS):
         raise DecisionRefusedError("the re-registration statement has expired; sign a new one",
                                    instance_id=instance_id)
+    if issued > now + timedelta(seconds=_FUTURE_STAMP_SECONDS):
+        raise DecisionRefusedError("the re-registration statement is stamped in the future by the database "
+                                   "clock; sign a new one", instance_id=instance_id)
     with transaction.atomic():
         row = EnvironmentRegistration.objects.select_for_update().filter(instance_id=instance_id).first()
         if row is None:
@@ -111,7 +120,9 @@ def environment_reregister(*, signed: dict[str, Any]) -> Reregistration:
         before = int(row.fencing_token)
         after = max(before, int(statement["observed_fence"]))
         EnvironmentRegistration.objects.filter(instance_id=instance_id).update(fencing_token=after)
-    runs = tuple(Run.objects.filter(environment_instance_id=instance_id).order_by("run_id")
+    # Traced on the runs it can still change; a finished run's evidence stays as it ended.
+    runs = tuple(Run.objects.filter(environment_instance_id=instance_id)
+                 .exclude(phase__in=[p.value for p in TERMINAL_PHASES]).order_by("run_id")
                  .values_list("run_id", flat=True))
     payload = {"statement": statement, "signature": signed["signature"], "token_before": before,
                "token_after": after}

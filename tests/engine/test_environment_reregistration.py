@@ -15,10 +15,12 @@ from __future__ import annotations
 import io
 import json
 import os
+from datetime import datetime, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from runtime.core.canonical import canonical_json
 from runtime.core.signing import TrustRoot, parse_keyring_spec
 from runtime.decisions.reviews import case_decide, decision_sign_for
 from runtime.engine import run_advance, run_start
@@ -93,6 +95,15 @@ def test_n11_a_statement_signed_with_anothers_key_or_edited_changes_nothing(tmp_
                                   keyring=ring)
     with pytest.raises(DecisionRefusedError, match="no such registered environment"):
         environment_reregister(signed=unknown)
+
+    # Pre-dated to outlive the decision window: stamped an hour ahead of the database clock.
+    ahead = reregistration_sign(instance_id=instance, observed_fence=FOREIGN_FENCE, reviewer="alice",
+                                reason="looked at it", keyring=ring)["statement"]
+    ahead["issued_at"] = (datetime.fromisoformat(ahead["issued_at"]) + timedelta(hours=1)).isoformat()
+    signature = ring.sign(canonical_json(ahead))
+    with pytest.raises(DecisionRefusedError, match="stamped in the future"):
+        environment_reregister(signed={"statement": ahead,
+                                       "signature": {"key_id": signature.key_id, "mac": signature.mac}})
 
     assert EnvironmentRegistration.objects.get(instance_id=instance).fencing_token == before
     assert trace_events(run_id, "environment.reregistered") == []
