@@ -38,7 +38,14 @@ from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
 from runtime.database.clock import db_now
 from runtime.decisions.amend_arguments import action_arguments, arguments_to_action
-from runtime.decisions.approvals import _approval_ttl, _refusal_trace, _waiting_session
+from runtime.decisions.approvals import (
+    REFRESH_NEEDED,
+    _approval_ttl,
+    _refusal_trace,
+    _waiting_session,
+    observed_json,
+    seen_problem,
+)
 from runtime.engine.settle import receipt_settle
 from runtime.errors import AmendmentPolicyError, AmendmentRefusedError, InvalidActionError, PolicyViolationError
 from runtime.evidence.attachments import attachment_blob, attachment_put
@@ -204,21 +211,19 @@ def _amend(ctx: RunSession, pending: PendingAction, *, approver: str, arguments:
 
     def refuse(reason: str, error: type[AmendmentRefusedError] = AmendmentRefusedError) -> AmendmentRefusedError:
         _refusal_trace(run_id=ctx.run_id, approver=approver, action="amend", reason=reason,
-                       idempotency_key=pending.idempotency_key)
+                       idempotency_key=pending.idempotency_key, seen_fingerprint=seen, seen_intent=seen_intent,
+                       observed=observed_json(obs))
         return error(reason, run_id=ctx.run_id)
 
     if pending.intent_digest != seen_intent:
         raise refuse("the waiting action is not the one you amended; review it again")
     if pending.approval is not None and not may_refresh:
-        raise refuse("the write already has an approval (it has expired); replacing it is a refresh, which "
-                     "this approver may not do: ask someone with the refresh permission")
+        raise refuse(REFRESH_NEEDED)
     if pending.attempts:
         raise refuse("an earlier attempt of this write had an unknown outcome; it cannot be amended")
-    if obs.state_fingerprint != seen:
-        raise refuse("the environment changed since you looked; review the action again")
-    pre = pending.pre_state
-    if (obs.instance_id, obs.state_fingerprint, obs.version) != (pre.instance_id, pre.state_fingerprint, pre.version):
-        raise refuse("the environment no longer matches the state the action was planned against")
+    problem = seen_problem(pending=pending, obs=obs, seen=seen, seen_intent=None)
+    if problem:
+        raise refuse(problem)
     try:
         amended = arguments_to_action(pending.action, arguments, put_blob=lambda data: session_blob_put(ctx, data))
         _policy(state.scope, amended, run_id=ctx.run_id)

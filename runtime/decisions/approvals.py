@@ -32,6 +32,7 @@ from typing import Any
 from django.conf import settings
 
 import runtime.workers.dispatch
+from runtime.adapters.base import Observation
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.checkpoints.session import RunSession, person_worker_id, run_session, session_commit
 from runtime.core.checkpoint import PendingAction, Phase, Receipt
@@ -57,6 +58,10 @@ class ApprovalOutcome:
     approval_id: str | None
     expires_at: datetime | None
     phase: str
+
+
+REFRESH_NEEDED = ("the write already has an approval (it has expired); replacing it is a refresh, which "
+                  "this approver may not do: ask someone with the refresh permission")
 
 
 def _approval_ttl(ttl_seconds: float | None) -> float:
@@ -150,6 +155,35 @@ def approval_grant(*, run_id: str, approver: str, environment_fingerprint: str,
     return outcome
 
 
+def seen_problem(*, pending: PendingAction, obs: Observation, seen: str | None, seen_intent: str | None,
+                 planned_against: bool = True) -> str | None:
+    """Why a decision on ``pending`` must be refused because the approver decided on something
+    else than what waits now, or None (DESIGN.md sections 6.2, 6.13 and 6.14).
+
+    Args:
+        pending: the write that waits.
+        obs: the adapter's observation now.
+        seen: the environment fingerprint the approver looked at (None: not compared).
+        seen_intent: the intent digest the approver looked at (None: not compared).
+        planned_against: also require the environment to be the state the write was planned
+            against (approve and amend; a denial changes nothing, so it need not).
+    """
+    if seen_intent is not None and seen_intent != pending.intent_digest:
+        return "the action waiting is not the one you looked at (its intent digest differs); review it again"
+    if seen is not None and obs.state_fingerprint != seen:
+        return "the environment changed since you looked; review the action again"
+    pre = pending.pre_state
+    if planned_against and (obs.instance_id, obs.state_fingerprint, obs.version) != (
+            pre.instance_id, pre.state_fingerprint, pre.version):
+        return "the environment no longer matches the state the action was planned against"
+    return None
+
+
+def observed_json(obs: Observation) -> dict[str, Any]:
+    """What a refusal trace records of the environment it saw."""
+    return {"instance_id": obs.instance_id, "version": obs.version, "state_fingerprint": obs.state_fingerprint}
+
+
 def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str, ttl: float,
            refresh_only: bool, may_refresh: bool, seen_intent: str | None = None,
            comment: str | None = None) -> ApprovalOutcome:
@@ -159,25 +193,16 @@ def _grant(ctx: RunSession, pending: PendingAction, *, approver: str, seen: str,
 
     def refuse(reason: str) -> ApprovalRefusedError:
         _refusal_trace(run_id=ctx.run_id, approver=approver, action="refresh" if refresh_only else "approve",
-                       reason=reason, seen_fingerprint=seen,
-                       observed={"instance_id": obs.instance_id, "version": obs.version,
-                                 "state_fingerprint": obs.state_fingerprint})
+                       reason=reason, seen_fingerprint=seen, observed=observed_json(obs))
         return ApprovalRefusedError(reason, run_id=ctx.run_id)
 
     if refresh_only and old is None:
         raise refuse("there is no approval to refresh")
     if old is not None and not may_refresh:
-        raise refuse("the write already has an approval (it has expired); replacing it is a "
-                     "refresh, which this approver may not do: ask someone with the refresh permission")
-    if seen_intent is not None and seen_intent != pending.intent_digest:
-        raise refuse("the action waiting is not the one you looked at (its intent digest differs); "
-                     "review it again")
-    if obs.state_fingerprint != seen:
-        raise refuse("the environment changed since you looked; review the action again")
-    pre = pending.pre_state
-    if obs.instance_id != pre.instance_id or obs.state_fingerprint != pre.state_fingerprint \
-            or obs.version != pre.version:
-        raise refuse("the environment no longer matches the state the action was planned against")
+        raise refuse(REFRESH_NEEDED)
+    problem = seen_problem(pending=pending, obs=obs, seen=seen, seen_intent=seen_intent)
+    if problem:
+        raise refuse(problem)
     evidence = approval_sign(
         keyring=signer_for(TrustRoot.APPROVAL), run_id=ctx.run_id, idempotency_key=pending.idempotency_key,
         intent_digest=pending.intent_digest, environment_instance_id=obs.instance_id,

@@ -27,7 +27,7 @@ from runtime.core.ledger import state_ledger
 from runtime.core.signing import TrustRoot
 from runtime.core.statemachine import Event, transition
 from runtime.database.clock import db_now
-from runtime.decisions.approvals import ApprovalOutcome, _refusal_trace, _waiting_session
+from runtime.decisions.approvals import ApprovalOutcome, _refusal_trace, _waiting_session, observed_json, seen_problem
 from runtime.engine.settle import receipt_settle
 from runtime.errors import ApprovalRefusedError
 from runtime.keys import signer_for
@@ -73,16 +73,13 @@ def approval_deny(*, run_id: str, approver: str, reason: str, mode: DenyMode | s
             raise ApprovalRefusedError("the write already committed before a crash; it was reconciled, not denied",
                                        run_id=run_id)
         obs = ctx.adapter.observe()
-        problem = None
-        if intent_digest is not None and intent_digest != pending.intent_digest:
-            problem = "the action waiting is not the one you looked at (its intent digest differs); review it again"
-        elif environment_fingerprint is not None and environment_fingerprint != obs.state_fingerprint:
-            problem = "the environment changed since you looked; review the action again"
+        # A denial changes nothing in the environment, so only what the approver saw is compared.
+        problem = seen_problem(pending=pending, obs=obs, seen=environment_fingerprint, seen_intent=intent_digest,
+                               planned_against=False)
         if problem:
             _refusal_trace(run_id=run_id, approver=approver, action="deny", reason=problem,
                            seen_fingerprint=environment_fingerprint, seen_intent=intent_digest,
-                           observed={"instance_id": obs.instance_id, "version": obs.version,
-                                     "state_fingerprint": obs.state_fingerprint})
+                           observed=observed_json(obs))
             raise ApprovalRefusedError(problem, run_id=run_id)
         denial = denial_sign(keyring=signer_for(TrustRoot.APPROVAL), run_id=run_id, pending=pending,
                              environment_instance_id=obs.instance_id, environment_fingerprint=obs.state_fingerprint,
