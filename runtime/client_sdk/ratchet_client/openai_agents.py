@@ -60,7 +60,8 @@ other (``failed``: denied with ``mode="stop"``, or expired) ended the run: the r
 refused ``run_stopped`` and the interruption is rejected with its message."""
 
 DENIED = "Ratchet did not execute this call: "
-"""How a refused or denied write's tool result begins (then Ratchet's reason)."""
+"""How the tool result of a write a human's decision kept from running begins (denied, or the
+run stopped), followed by Ratchet's reason."""
 
 READS: dict[str, tuple[str, dict[str, Any]]] = {
     "read_file": ("Read one file of the run's directory (only paths the run's policy covers).",
