@@ -1,4 +1,5 @@
-"""A live web process (``manage.py runserver``, a real child on the test database) for the clients."""
+"""A live web process (``manage.py runserver``, a real child on the test database) for the clients,
+a run and its gateway token, and the effects the workspace adapter journaled."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ratchet_client import Client
 
-from tests.gateway.support import free_port, write_external_task
+from runtime.gateway.operator_credentials import credential_issue
+from tests.gateway.support import effects_by_key, free_port, write_external_task
 from tests.helpers.procs import MANAGE, ROOT, child_env, wait_listening
 
 PUBLIC = "https://ratchet.example.test"
@@ -41,8 +45,8 @@ def web_start(port: int, specs: Path, **extra: str) -> subprocess.Popen[bytes]:
     return proc
 
 
-def web_kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL our own web child (by its handle) and collect it."""
+def web_kill(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL our own child (the web process, or an agent process; by its handle) and collect it."""
     if proc.poll() is None:
         proc.kill()
     proc.communicate(timeout=30)
@@ -57,3 +61,24 @@ def web(tmp_path: Path, ratchet_keys, transactional_db) -> Iterator[Web]:
         yield live
     finally:
         web_kill(live.proc)
+
+
+@dataclass
+class AgentRun:
+    """A run started through the operator API and a gateway token for it."""
+
+    run_id: str
+    token: str
+
+
+def agent_run(web: Web, *, agent: str = "sdk-agent") -> AgentRun:
+    """Start a run of the ``task`` spec as an operator and issue ``agent`` a token for it."""
+    with Client(web.base_url, operator_credential=credential_issue(tenant_id="default").credential) as operator:
+        run = operator.start_run("task")
+        return AgentRun(run_id=run.run_id, token=operator.issue_token(run_id=run.run_id, agent=agent).token)
+
+
+def effects(web: Web, run_id: str) -> dict[str, int]:
+    """Writes per idempotency key in the workspace adapter's own journal."""
+    workspace = web.workspace / run_id if (web.workspace / run_id).is_dir() else web.workspace
+    return effects_by_key(workspace)

@@ -10,6 +10,7 @@ import threading
 
 import anyio
 import pytest
+from django.db import connections
 from ratchet_client import (
     ApprovalWaitTimeout,
     AsyncClient,
@@ -22,11 +23,13 @@ from ratchet_client import (
     TransportError,
 )
 
+from runtime.decisions.amendments import approval_amend, proposed_arguments
 from runtime.decisions.approvals import approval_grant, approvals_waiting
+from runtime.decisions.denials import approval_deny
 from runtime.gateway.operator_credentials import credential_issue
 from runtime.models import ReviewCase, Run
 from tests.gateway.support import effects_by_key
-from tests.gateway_clients.conftest import PUBLIC, web_kill, web_start
+from tests.gateway_clients.conftest import PUBLIC, agent_run, effects, web_kill, web_start
 
 RISKY = {"path": "config/limits.toml", "content": "max = 3\n"}
 
@@ -140,3 +143,53 @@ def test_the_async_client_and_a_killed_web_process(web) -> None:
     assert Run.objects.get(run_id=run_id).phase == "completed"
     workspace = web.workspace / run_id if (web.workspace / run_id).is_dir() else web.workspace
     assert sorted(effects_by_key(workspace).values()) == [1, 1], "one effect per call across the kill"
+
+
+def _deny_continue(run_id: str, reason: str) -> None:
+    """A person denies the waiting write and lets the run go on (its connection closed after: a thread may call it)."""
+    try:
+        [item] = approvals_waiting(run_ids=[run_id])
+        approval_deny(run_id=run_id, approver="olivia", reason=reason, mode="continue",
+                      intent_digest=item.intent_digest, environment_fingerprint=item.environment_fingerprint)
+    finally:
+        connections.close_all()
+
+
+def test_denied_and_amended_calls_read_from_the_gateways_answers(web) -> None:
+    run = agent_run(web)
+    with Client(web.base_url, token=run.token) as agent:
+        waiting = agent.call(run.run_id, "write_file", RISKY, call_id="risky-sync")
+        assert waiting.waiting_for_approval and not waiting.denied
+        _deny_continue(run.run_id, "limits are owned by finance")
+        denied = waiting.wait_for_approval(timeout=60, poll_seconds=0.1)
+        assert denied.denied and not denied.executed and denied.call_id == "risky-sync"
+        assert denied.detail == "denied by olivia: limits are owned by finance"
+        assert denied.result.denial["reason"] == "limits are owned by finance"
+        assert denied.result.denial["approver"] == "olivia" and denied.result.amended is None
+
+    async def denied_async() -> tuple[bool, bool, dict]:
+        async with AsyncClient(web.base_url, token=run.token) as client:
+            pending = await client.call(run.run_id, "write_file", RISKY, call_id="risky-async")
+            await anyio.to_thread.run_sync(_deny_continue, run.run_id, "not this week")
+            done = await pending.wait_for_approval(timeout=60, poll_seconds=0.1)
+            return pending.denied, done.denied, done.result.denial
+
+    was_denied, now_denied, denial = anyio.run(denied_async)
+    assert (was_denied, now_denied) == (False, True) and denial["reason"] == "not this week"
+
+    with Client(web.base_url, token=run.token) as agent:
+        waiting = agent.call(run.run_id, "write_file", RISKY, call_id="risky-amended")
+        [item] = approvals_waiting(run_ids=[run.run_id])
+        _, arguments = proposed_arguments(run_id=run.run_id)
+        approval_amend(run_id=run.run_id, approver="olivia", arguments={**arguments, "content": "max = 4\n"},
+                       proposed_intent_digest=item.intent_digest,
+                       environment_fingerprint=item.environment_fingerprint, note="four is the limit")
+        done = waiting.wait_for_approval(timeout=60, poll_seconds=0.1)
+        assert done.executed and not done.denied and done.result.denial is None
+        assert (done.result.amended["amended_by"], done.result.amended["note"]) == ("olivia", "four is the limit")
+        assert done.result.amended["proposed_intent_digest"] == waiting.intent_digest
+        assert done.result.amended["executed_intent_digest"] == done.intent_digest != waiting.intent_digest
+        assert [r.call_id for r in agent.receipts(run.run_id)] == ["risky-amended"]
+    workspace = web.workspace / run.run_id if (web.workspace / run.run_id).is_dir() else web.workspace
+    assert (workspace / RISKY["path"]).read_text() == "max = 4\n"
+    assert list(effects(web, run.run_id).values()) == [1], "the denied writes never ran"

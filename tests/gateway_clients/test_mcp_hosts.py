@@ -18,7 +18,7 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.docs.pages import blocks
-from tests.gateway_clients.openai_agents.support import agent_run, effects
+from tests.gateway_clients.conftest import agent_run, effects
 from tests.helpers.procs import child_env
 
 DOCUMENTED_PREFIX = "/home/me/ratchet/.venv/bin/"

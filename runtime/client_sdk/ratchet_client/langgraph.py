@@ -14,7 +14,8 @@ actions and ``finish``, from ``GET /api/v1/runs/<id>``) plus ``read_file`` and
 What they guarantee (Ratchet's DESIGN.md section 5.12, "Call ids"):
 
 * **The call id is LangGraph's tool-call id** (``InjectedToolCallId``: the id of the tool call in
-  the ``AIMessage`` the checkpointer persisted), never one the model invents. A graph resumed
+  the ``AIMessage`` the checkpointer persisted; :func:`ratchet_client.call_ids.ratchet_call_id`
+  hashes one the gateway would refuse), never one the model invents. A graph resumed
   from its checkpoint after a crash repeats the same ids, so Ratchet answers a write it already
   executed with the original receipt instead of writing twice.
 * **An approval pauses the graph**: a write that waits for a human's approval calls LangGraph's
@@ -23,7 +24,9 @@ What they guarantee (Ratchet's DESIGN.md section 5.12, "Call ids"):
   call id and the write executes once; still waiting, it interrupts again.
 * **A refusal is the tool's result**, not an exception: a denied approval (its reason), a
   policy refusal, a conflict, a stopped run come back to the model as text. A transport error
-  or a server failure raises, so the graph stops at its last checkpoint and resumes from there.
+  or a server failure still there after ``retry_seconds`` of repeating the same call id
+  (:mod:`ratchet_client.retries`) raises, so the graph stops at its last checkpoint and
+  resumes from there.
 
 The tools are synchronous (the :class:`~ratchet_client.Client`); an async graph (``ainvoke``)
 runs them in LangChain's executor, ``interrupt()`` included.
@@ -31,10 +34,7 @@ runs them in LangChain's executor, ``interrupt()`` included.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -42,36 +42,20 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from langgraph.types import interrupt
 from pydantic import BaseModel, Field, create_model
 
+from ratchet_client.call_ids import ratchet_call_id
 from ratchet_client.client import Call, Client
-from ratchet_client.errors import RatchetError, RunBusy, RunStopped, RuntimeFailure, TransportError
+from ratchet_client.errors import RatchetError, RunStopped, RuntimeFailure, TransportError
 from ratchet_client.models import Tool
+from ratchet_client.retries import retrying
 
-CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-"""The ids Ratchet takes as they are (the gateway's own rule)."""
+CALL_ID_PREFIX = "lc-"
+"""The prefix of a hashed call id (:func:`~ratchet_client.call_ids.ratchet_call_id`) for a LangChain tool-call id."""
 
-BUSY_SECONDS = 60.0
-"""How long a call refused ``run_busy`` (a dead process's lease not yet expired) is repeated."""
+RETRY_SECONDS = 60.0
+"""How long a call Ratchet did not answer for good (``retryable``: no answer, ``run_busy``, ...) is repeated."""
 
 _JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
                                "array": list, "object": dict}
-
-
-def ratchet_call_id(tool_call_id: str) -> str:
-    """The Ratchet call id of a framework's tool-call id: the id itself when Ratchet takes it as
-    it is (``call_...``, ``toolu_...``), else ``lc-`` and 40 hex digits of its SHA-256 (the same
-    id always maps to the same call id, so a resumed graph still repeats its calls).
-
-    Args:
-        tool_call_id: the tool call's id as the framework persisted it (non-empty).
-
-    Raises:
-        ValueError: ``tool_call_id`` is empty (the tool was not invoked with a full ``ToolCall``).
-    """
-    if not tool_call_id:
-        raise ValueError("a Ratchet tool needs the tool call's id: invoke it with a ToolCall (a ToolNode does)")
-    if CALL_ID.match(tool_call_id):
-        return tool_call_id
-    return "lc-" + hashlib.sha256(tool_call_id.encode()).hexdigest()[:40]
 
 
 def approval_request(client: Client, call: Call) -> dict[str, Any]:
@@ -90,27 +74,35 @@ def approval_request(client: Client, call: Call) -> dict[str, Any]:
                         "risk": pending.risk}}
 
 
-def tool_call(client: Client, run_id: str, tool: str, arguments: dict[str, Any], tool_call_id: str) -> str:
+def tool_call(client: Client, run_id: str, tool: str, arguments: dict[str, Any], tool_call_id: str, *,
+              retry_seconds: float = RETRY_SECONDS) -> str:
     """Submit one call under the tool call's id and answer what the model reads (JSON text).
 
     A write waiting for an approval interrupts the graph (:func:`approval_request`) and, once
-    resumed, repeats the same call id. ``run_busy`` is repeated for up to :data:`BUSY_SECONDS`.
+    resumed, repeats the same call id. A ``retryable`` error (no answer, ``run_busy``,
+    ``rate_limited``) is repeated with the same call id for up to ``retry_seconds``
+    (:func:`ratchet_client.retries.retrying`).
 
     Returns:
         ``{"status": "executed"|"finished", "call_id", "receipt"|"detail", "repeated"}``, or
         ``{"error": code, "message", "hint"}`` for a refusal (a denial's reason is in ``message``).
 
     Raises:
-        TransportError, RuntimeFailure: the server was not reached or failed; the graph stops
-            and resumes from its checkpoint with the same call id.
+        TransportError, RuntimeFailure: the server was not reached or failed (still, after
+            ``retry_seconds`` when retryable); the graph stops and resumes from its checkpoint
+            with the same call id.
         langgraph.errors.GraphInterrupt: the write waits for an approval (LangGraph's pause).
     """
-    call_id = ratchet_call_id(tool_call_id)
+    call_id = ratchet_call_id(tool_call_id, prefix=CALL_ID_PREFIX)
+
+    def submit() -> Call:
+        return retrying(lambda: client.call(run_id, tool, arguments, call_id=call_id), seconds=retry_seconds)
+
     try:
-        call = _submit(client, run_id, tool, arguments, call_id)
+        call = submit()
         while call.waiting_for_approval:
             interrupt(approval_request(client, call))
-            call = _submit(client, run_id, tool, arguments, call_id)
+            call = submit()
     except (TransportError, RuntimeFailure):
         raise
     except RunStopped as exc:
@@ -126,17 +118,6 @@ def tool_call(client: Client, run_id: str, tool: str, arguments: dict[str, Any],
     if call.result.detail:
         answer["detail"] = call.result.detail
     return json.dumps(answer, default=str)
-
-
-def _submit(client: Client, run_id: str, tool: str, arguments: dict[str, Any], call_id: str) -> Call:
-    deadline = time.monotonic() + BUSY_SECONDS
-    while True:
-        try:
-            return client.call(run_id, tool, arguments, call_id=call_id)
-        except RunBusy:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.5)
 
 
 def _args_model(tool: Tool) -> type[BaseModel]:
@@ -156,34 +137,36 @@ def _args_model(tool: Tool) -> type[BaseModel]:
     return create_model(f"{tool.name.title().replace('_', '')}Args", **fields)
 
 
-def _run_tool(client: Client, run_id: str, tool: Tool) -> BaseTool:
+def _run_tool(client: Client, run_id: str, tool: Tool, retry_seconds: float) -> BaseTool:
     def run(tool_call_id: str, **arguments: Any) -> str:
         sent = {k: v for k, v in arguments.items() if v is not None}
-        return tool_call(client, run_id, tool.name, sent, tool_call_id)
+        return tool_call(client, run_id, tool.name, sent, tool_call_id, retry_seconds=retry_seconds)
 
     return StructuredTool.from_function(run, name=tool.name, description=tool.description,
                                         args_schema=_args_model(tool))
 
 
-def _refusal_text(read: Callable[[], str]) -> str:
-    """``read()``, or a refusal as the text the model reads; a transport or server failure raises."""
+def _refusal_text(read: Callable[[], str], retry_seconds: float) -> str:
+    """``read()`` (repeated while retryable), or a refusal as the text the model reads; a transport
+    or server failure raises."""
     try:
-        return read()
+        return retrying(read, seconds=retry_seconds)
     except (TransportError, RuntimeFailure):
         raise
     except RatchetError as exc:
         return json.dumps({"error": exc.code, "message": exc.message})
 
 
-def _read_tools(client: Client, run_id: str) -> list[BaseTool]:
+def _read_tools(client: Client, run_id: str, retry_seconds: float) -> list[BaseTool]:
     def read_file(path: str) -> str:
         def read() -> str:
             found = client.read_file(run_id, path)
             return found.content if found.exists else json.dumps({"error": "not_found", "path": path})
-        return _refusal_text(read)
+        return _refusal_text(read, retry_seconds)
 
     def list_directory(path: str = "") -> str:
-        return _refusal_text(lambda: json.dumps([e.path for e in client.list_directory(run_id, path).entries]))
+        return _refusal_text(lambda: json.dumps([e.path for e in client.list_directory(run_id, path).entries]),
+                             retry_seconds)
 
     return [
         StructuredTool.from_function(read_file, name="read_file", description=(
@@ -193,13 +176,16 @@ def _read_tools(client: Client, run_id: str) -> list[BaseTool]:
     ]
 
 
-def ratchet_tools(client: Client, run_id: str, *, reads: bool = True) -> list[BaseTool]:
+def ratchet_tools(client: Client, run_id: str, *, reads: bool = True,
+                  retry_seconds: float = RETRY_SECONDS) -> list[BaseTool]:
     """The run's tools as LangChain tools for a ``ToolNode`` / ``create_react_agent``.
 
     Args:
         client: a :class:`~ratchet_client.Client` holding the run's gateway token.
         run_id: the run the agent drives.
         reads: also offer ``read_file`` and ``list_directory`` (the policy's paths only).
+        retry_seconds: how long a call or read without a final answer (``retryable``) is
+            repeated before the tool raises (0: at once, so the graph stops at its checkpoint).
 
     Returns:
         One tool per action the token may call (``write_file``, ``delete_file``, ``finish``, ...),
@@ -209,5 +195,5 @@ def ratchet_tools(client: Client, run_id: str, *, reads: bool = True) -> list[Ba
         RatchetError: the run could not be read (token refused, run unknown, server down).
     """
     offered = [t for t in client.run(run_id).tools if t.name not in ("read_file", "list_directory")]
-    tools = [_run_tool(client, run_id, tool) for tool in offered]
-    return tools + (_read_tools(client, run_id) if reads else [])
+    tools = [_run_tool(client, run_id, tool, retry_seconds) for tool in offered]
+    return tools + (_read_tools(client, run_id, retry_seconds) if reads else [])

@@ -3,7 +3,8 @@
 :class:`RatchetTools` turns a run's tools (``GET /api/v1/runs/<id>``) into the SDK's
 ``FunctionTool`` objects, and adds ``read_file`` and ``list_directory`` for the run's directory.
 Every write goes through Ratchet's gateway with **the SDK's own tool-call id as Ratchet's call
-id** (``ToolContext.tool_call_id``), so the model never invents an id and a resumed
+id** (``ToolContext.tool_call_id``; one the gateway would refuse is hashed by
+:func:`ratchet_client.call_ids.ratchet_call_id`), so the model never invents an id and a resumed
 ``RunState`` repeats the same ids: Ratchet answers a repeated id from its ledger, never with a
 second effect (Ratchet's DESIGN.md sections 5.12 and 5.17).
 
@@ -11,18 +12,20 @@ second effect (Ratchet's DESIGN.md sections 5.12 and 5.17).
 write tools' ``needs_approval`` submits the call and answers True when Ratchet says
 ``waiting_for_approval``. The SDK then stops the run with ``result.interruptions``, as for any
 tool that needs approval. :meth:`RatchetTools.settle` waits for the human's decision in
-Ratchet's dashboard and records it on the SDK's ``RunState`` (``approve``, or ``reject`` with
-Ratchet's reason as the tool result); ``Runner.run(agent, state)`` resumes, and the approved call
-executes once. The state can be serialized (``state.to_string()``) while the human decides and
-resumed by another process (``RunState.from_string``)::
+Ratchet's dashboard, repeats the call once and records the answer on the SDK's ``RunState``
+(``approve`` when it executed; ``reject`` with Ratchet's reason as the tool result when the human
+denied it, whether the run stopped or goes on); ``Runner.run(agent, state)`` resumes. The
+state can be serialized (``state.to_string()``) while the human decides and resumed by another
+process (``RunState.from_string``); :meth:`RatchetTools.run` does all of it::
 
     result = await Runner.run(agent, "Write the notes")
     while result.interruptions:
         result = await Runner.run(agent, await ratchet.settle(result))
 
 A write that needs no approval executes already when the SDK asks; the invocation then answers
-with that receipt. A call that meets no answer (the web process restarting, the run's lease held
-by a process that died) is repeated with the same call id until ``retry_seconds`` pass.
+with that receipt. A call that meets no final answer (``retryable``: the web process restarting,
+the run's lease held by a process that died, a rate limit) is repeated with the same call id for
+up to ``retry_seconds`` (:mod:`ratchet_client.retries`).
 """
 
 from __future__ import annotations
@@ -33,31 +36,32 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio
 from agents import Agent, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
 from agents.items import ToolApprovalItem
 from agents.tool_context import ToolContext
 
 from ratchet_client.async_client import AsyncCall, AsyncClient
+from ratchet_client.call_ids import ratchet_call_id
 from ratchet_client.client import Client
-from ratchet_client.errors import (
-    ApprovalWaitTimeout,
-    RatchetError,
-    RateLimited,
-    RunBusy,
-    RunStopped,
-    TransportError,
-    WaitingForApproval,
-)
+from ratchet_client.errors import ApprovalWaitTimeout, RatchetError, RunStopped
 from ratchet_client.models import Tool
+from ratchet_client.retries import retrying_async
 
 T = TypeVar("T")
 
-RETRYABLE = (TransportError, RunBusy, RateLimited)
-"""Refusals repeated with the same call id: nothing was decided yet."""
+CALL_ID_PREFIX = "oa-"
+"""The prefix of a hashed call id (:func:`~ratchet_client.call_ids.ratchet_call_id`): an SDK
+tool-call id the gateway refuses as it is (over 64 characters, or outside ``[A-Za-z0-9_.:-]``)."""
 
 SETTLED_PHASES = ("running", "completed")
-"""Phases after a granted approval; any other (``failed``: denied or expired) rejects the call."""
+"""Phases of a run whose approval a human settled and which goes on: granted, or denied with
+``mode="continue"`` (the repeated call answers ``executed``, or ``denied`` with the reason). Any
+other (``failed``: denied with ``mode="stop"``, or expired) ended the run: the repeated call is
+refused ``run_stopped`` and the interruption is rejected with its message."""
+
+DENIED = "Ratchet did not execute this call: "
+"""How the tool result of a write a human's decision kept from running begins (denied, or the
+run stopped), followed by Ratchet's reason."""
 
 READS: dict[str, tuple[str, dict[str, Any]]] = {
     "read_file": ("Read one file of the run's directory (only paths the run's policy covers).",
@@ -89,22 +93,17 @@ class RatchetTools:
         self.base_url, self.run_id = base_url.rstrip("/"), run_id
         self._token, self._timeout = token, timeout
         self.approval_timeout, self.poll_seconds, self.retry_seconds = approval_timeout, poll_seconds, retry_seconds
-        self._answered: dict[str, AsyncCall] = {}
-        """Calls Ratchet executed while the SDK asked whether they need approval, by call id."""
+        self._answered: dict[str, AsyncCall | RatchetError] = {}
+        """What Ratchet answered while the SDK asked whether a call needs approval, or while
+        :meth:`settle` repeated a settled one (the call, or its final refusal), by the SDK's
+        tool-call id: the invocation answers with it instead of submitting again."""
         self.write_tools: set[str] = set()
 
     def _client(self) -> AsyncClient:
         return AsyncClient(self.base_url, token=self._token, timeout=self._timeout)
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        deadline = time.monotonic() + self.retry_seconds
-        while True:
-            try:
-                return await attempt()
-            except RETRYABLE:
-                if time.monotonic() >= deadline:
-                    raise
-            await anyio.sleep(min(1.0, self.poll_seconds))
+        return await retrying_async(attempt, seconds=self.retry_seconds, pause=min(1.0, self.poll_seconds))
 
     def tools(self, *, reads: bool = True) -> list[FunctionTool]:
         """The run's tools as ``FunctionTool`` objects (one request to Ratchet, now).
@@ -129,8 +128,10 @@ class RatchetTools:
         async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
             try:
                 call = await self._submit(name, params, call_id)
-            except RatchetError:
-                return False  # the invocation repeats the call and gives the model the refusal
+            except RatchetError as exc:
+                # Already repeated while retryable: the invocation gives the model this refusal.
+                self._answered[call_id] = exc
+                return False
             if call.waiting_for_approval:
                 return True
             self._answered[call_id] = call
@@ -142,21 +143,28 @@ class RatchetTools:
             except ValueError:
                 return _error_text("invalid_input", "the arguments are not JSON")
             try:
-                call = self._answered.pop(ctx.tool_call_id, None) or await self._submit(name, arguments,
-                                                                                      ctx.tool_call_id)
+                answered = self._answered.pop(ctx.tool_call_id, None)
+                if isinstance(answered, RatchetError):
+                    raise answered
+                call = answered or await self._submit(name, arguments, ctx.tool_call_id)
                 if call.waiting_for_approval:
                     # Another call's approval came first while the SDK thought none was needed.
                     call = await call.wait_for_approval(timeout=self.approval_timeout,
                                                         poll_seconds=self.poll_seconds)
             except RatchetError as exc:
                 return _error_text(exc.code, exc.message, hint=exc.hint, retryable=exc.retryable)
+            if call.denied:  # a continue-denial met on a resumed state: as settle() rejects it
+                return DENIED + str(call.detail or "denied")
             return json.dumps(_call_output(call), sort_keys=True)
 
         return FunctionTool(name=name, description=tool.description, params_json_schema=dict(tool.input_schema),
                             on_invoke_tool=invoke, strict_json_schema=False,
                             needs_approval=needs_approval if name != "finish" else False)
 
-    async def _submit(self, tool: str, arguments: dict[str, Any], call_id: str) -> AsyncCall:
+    async def _submit(self, tool: str, arguments: dict[str, Any], tool_call_id: str) -> AsyncCall:
+        """One call under the SDK's tool-call id (as Ratchet takes it), repeated while retryable."""
+        call_id = ratchet_call_id(tool_call_id, prefix=CALL_ID_PREFIX)
+
         async def attempt() -> AsyncCall:
             async with self._client() as client:
                 return await client.call(self.run_id, tool, arguments, call_id=call_id)
@@ -189,28 +197,35 @@ class RatchetTools:
         return FunctionTool(name=name, description=description, params_json_schema=schema, on_invoke_tool=invoke,
                             strict_json_schema=True)
 
-    async def run(self, agent: Agent[Any], input: str | list[Any], *, state_file: str | Path | None = None,
-                  **runner: Any) -> RunResult:
+    async def run(self, agent: Agent[Any], input: str | list[Any] | RunState[Any, Any], *,
+                  state_file: str | Path | None = None,
+                  on_pause: Callable[[list[ToolApprovalItem]], Any] | None = None, **runner: Any) -> RunResult:
         """``Runner.run`` until the agent is done, pausing for Ratchet's approvals as the SDK does.
 
         Each time Ratchet holds a write for a human, the SDK's ``RunState`` is written to
-        ``state_file`` and :meth:`settle` waits (``approval_timeout``) for the decision; then the
-        run resumes. Called again with a ``state_file`` that exists (a restarted process), it
-        resumes from that state instead of asking the model again from ``input``.
+        ``state_file``, ``on_pause`` is told, and :meth:`settle` waits (``approval_timeout``) for
+        the decision; then the run resumes. Called again with a ``state_file`` that exists (a
+        restarted process), it resumes from that state instead of asking the model again from
+        ``input``.
 
         Args:
             agent: the SDK agent (its tools from :meth:`tools`).
-            input: the task, as for ``Runner.run``.
+            input: the task, as for ``Runner.run`` (a ``RunState`` resumes it).
             state_file: where the paused ``RunState`` is kept (None: only in memory); removed
                 once the agent is done.
+            on_pause: called with the interruptions each time the run pauses, after the state
+                was saved (e.g. to show the approval link); its result is ignored.
             runner: further keyword arguments of ``Runner.run`` (``max_turns``, ``context``, ...).
 
         Returns:
-            The final ``RunResult``; or, when nobody decided within ``approval_timeout``, the
-            interrupted one (``result.interruptions`` not empty, its state in ``state_file``).
+            The final ``RunResult``; or the interrupted one (``result.interruptions`` not empty,
+            its state in ``state_file`` with Ratchet's decisions recorded) when nobody decided
+            within ``approval_timeout``, or when an interruption is not a Ratchet write (another
+            tool's approval: the caller decides it, then resumes).
 
         Raises:
-            RatchetError: Ratchet refused the reads; the SDK's own errors as ``Runner.run``.
+            RatchetError: Ratchet could not be reached or refused the token while settling; the
+                SDK's own errors as ``Runner.run``.
         """
         saved = Path(state_file) if state_file is not None else None
         start: Any = input
@@ -221,14 +236,25 @@ class RatchetTools:
             state = result.to_state()
             if saved is not None:
                 saved.write_text(state.to_string(), encoding="utf-8")
+            if on_pause is not None:
+                on_pause(list(result.interruptions))
             try:
                 state = await self.settle(state)
             except ApprovalWaitTimeout:
+                return result
+            if any(not self._settles(item) for item in state.get_interruptions()):
+                # Not Ratchet's to decide: running again would meet the same undecided item.
+                if saved is not None:
+                    saved.write_text(state.to_string(), encoding="utf-8")
                 return result
             result = await Runner.run(agent, state, **runner)
         if saved is not None:
             saved.unlink(missing_ok=True)
         return result
+
+    def _settles(self, item: ToolApprovalItem) -> bool:
+        """Whether :meth:`settle` decides ``item``: an interrupted Ratchet write with a call id."""
+        return item.tool_name in self.write_tools and bool(item.call_id)
 
     async def settle(self, source: RunResult | RunState[Any, Any]) -> RunState[Any, Any]:
         """Wait for Ratchet's human decisions on the interrupted Ratchet calls; record them on the state.
@@ -238,48 +264,58 @@ class RatchetTools:
                 (e.g. read back with ``RunState.from_string`` after a restart).
 
         Returns:
-            The ``RunState`` to resume with ``Runner.run(agent, state)``: each interruption of a
-            Ratchet write approved when the human granted it, rejected with Ratchet's reason as
-            the tool result when it was denied or expired. Interruptions of other tools are left
-            for the caller.
+            The ``RunState`` to resume with ``Runner.run(agent, state)``. Once the human decided,
+            each interrupted Ratchet write is repeated once with its call id (waiting with
+            :meth:`AsyncCall.wait_for_approval`): ``executed`` (granted; it ran once, now) is
+            approved and the invocation answers with that receipt; ``denied`` (the human let
+            the run go on) and a stopped run (denied with ``mode="stop"``, or expired) are
+            rejected with Ratchet's reason as the tool result. Interruptions of other tools are
+            left for the caller.
 
         Raises:
             ApprovalWaitTimeout: nobody decided within ``approval_timeout`` (nothing recorded;
                 keep the state and call again).
-            RatchetError: Ratchet refused the reads (token revoked, ...).
+            RatchetError: Ratchet could not be reached (after ``retry_seconds``), refused the
+                token, or refused the repeated call otherwise (nothing recorded for that item).
         """
         state = source.to_state() if isinstance(source, RunResult) else source
         for item in state.get_interruptions():
-            if item.tool_name in self.write_tools and item.call_id:
+            if self._settles(item):
                 await self._decide(state, item)
         return state
 
     async def _decide(self, state: RunState[Any, Any], item: ToolApprovalItem) -> None:
+        tool_call_id = str(item.call_id)
+        try:
+            arguments = json.loads(item.arguments or "{}")
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            state.reject(item, rejection_message=DENIED + "its arguments are not a JSON object")
+            return
         deadline = None if self.approval_timeout is None else time.monotonic() + self.approval_timeout
+
+        async def settled(client: AsyncClient) -> AsyncCall:
+            # The call as Ratchet holds it (waiting, or already settled after a restart), then
+            # the wait and the one repeat; again if another call's approval came first.
+            call = await client.call(self.run_id, str(item.tool_name), arguments,
+                                     call_id=ratchet_call_id(tool_call_id, prefix=CALL_ID_PREFIX))
+            while call.waiting_for_approval:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                call = await call.wait_for_approval(timeout=left, poll_seconds=self.poll_seconds)
+            return call
+
         async with self._client() as client:
-            while True:
-                pending = await self._retrying(lambda: client.pending_approval(self.run_id))
-                if not pending.waiting:
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise ApprovalWaitTimeout(f"no decision within {self.approval_timeout} seconds",
-                                              retryable=True, context={"run_id": self.run_id,
-                                                                       "call_id": item.call_id,
-                                                                       "approval_url": pending.approval_url})
-                await anyio.sleep(self.poll_seconds)
-            if pending.phase in SETTLED_PHASES:
-                state.approve(item)
-                return
-            # Denied or expired: the repeated call says why, and executes nothing.
             try:
-                arguments = json.loads(item.arguments or "{}")
-                await client.call(self.run_id, str(item.tool_name), arguments, call_id=item.call_id)
-                reason = f"the run is {pending.phase}"
-            except (RunStopped, WaitingForApproval) as exc:
-                reason = exc.message
-            except (RatchetError, ValueError) as exc:
-                reason = str(exc)
-        state.reject(item, rejection_message=f"Ratchet did not execute this call: {reason}")
+                call = await self._retrying(lambda: settled(client))
+            except RunStopped as exc:
+                state.reject(item, rejection_message=DENIED + exc.message)
+                return
+        if call.denied:
+            state.reject(item, rejection_message=DENIED + str(call.detail or "denied"))
+            return
+        self._answered[tool_call_id] = call
+        state.approve(item)
 
 
 def _call_output(call: AsyncCall) -> dict[str, Any]:

@@ -5,13 +5,14 @@ Usage::
 
     RATCHET_GATEWAY_TOKEN=rgw_... python tests/gateway_clients/langgraph/agent.py \\
         --ratchet http://127.0.0.1:8000 --run RUN_ID --model http://127.0.0.1:PORT/v1 \\
-        --db graph.sqlite [--die-after-tool N]
+        --db graph.sqlite [--die-after-tool N] [--retry-seconds S]
 
 Started again with the same ``--db`` it continues the thread from its last checkpoint: a
 pending tool node runs again with the tool-call ids the checkpoint holds, a pending approval is
 resumed. ``--die-after-tool N`` SIGKILLs this process right after the N-th tool call returned
 from Ratchet, before LangGraph checkpointed its result (the window where a framework that
-invents ids on a retry would write twice). Prints one JSON line per tool message, then
+invents ids on a retry would write twice). ``--retry-seconds`` is how long a call without an
+answer is repeated before the tool raises and the process exits. Prints one JSON line per tool message, then
 ``{"outcome": "done"|"interrupted", ...}``.
 """
 
@@ -51,10 +52,11 @@ class DieAfterTool(BaseCallbackHandler):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def build_agent(*, ratchet: Client, run_id: str, model_url: str, db: str) -> Any:
+def build_agent(*, ratchet: Client, run_id: str, model_url: str, db: str, retry_seconds: float) -> Any:
     model = ChatOpenAI(model="fake-model", base_url=model_url, api_key="not-a-key", max_retries=0)
     saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
-    return create_react_agent(model, ratchet_tools(ratchet, run_id), prompt=SYSTEM, checkpointer=saver)
+    tools = ratchet_tools(ratchet, run_id, retry_seconds=retry_seconds)
+    return create_react_agent(model, tools, prompt=SYSTEM, checkpointer=saver)
 
 
 def next_input(agent: Any, config: dict[str, Any]) -> Any:
@@ -81,12 +83,14 @@ def main() -> int:
     parser.add_argument("--model", required=True)
     parser.add_argument("--db", required=True)
     parser.add_argument("--die-after-tool", type=int, default=0)
+    parser.add_argument("--retry-seconds", type=float, default=60.0)
     args = parser.parse_args()
     config: dict[str, Any] = {"configurable": {"thread_id": args.run}, "recursion_limit": 30}
     if args.die_after_tool:
         config["callbacks"] = [DieAfterTool(args.die_after_tool)]
     with Client(args.ratchet, token=os.environ["RATCHET_GATEWAY_TOKEN"]) as ratchet:
-        agent = build_agent(ratchet=ratchet, run_id=args.run, model_url=args.model, db=args.db)
+        agent = build_agent(ratchet=ratchet, run_id=args.run, model_url=args.model, db=args.db,
+                            retry_seconds=args.retry_seconds)
         result = agent.invoke(next_input(agent, config), config)
     for message in result["messages"]:
         if isinstance(message, ToolMessage):

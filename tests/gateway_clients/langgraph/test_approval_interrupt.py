@@ -21,9 +21,7 @@ from ratchet_client.langgraph import ratchet_tools
 
 from runtime.decisions.approvals import approval_grant, approvals_waiting
 from runtime.decisions.denials import approval_deny
-from runtime.gateway.operator_credentials import credential_issue
-from tests.gateway.support import effects_by_key
-from tests.gateway_clients.conftest import PUBLIC
+from tests.gateway_clients.conftest import PUBLIC, agent_run, effects
 
 RISKY = {"path": "config/limits.toml", "content": "max = 3\n"}
 NOTE = {"path": "notes/why.txt", "content": "limits for the nightly job\n"}
@@ -38,9 +36,9 @@ SCRIPT = [
 
 
 def _agent(web, fake_model, saver: Any) -> tuple[Any, Client, str, dict[str, Any]]:
-    operator = Client(web.base_url, operator_credential=credential_issue(tenant_id="default").credential)
-    run_id = operator.start_run("task").run_id
-    ratchet = Client(web.base_url, token=operator.issue_token(run_id=run_id, agent="langgraph").token)
+    run = agent_run(web, agent="langgraph")
+    run_id = run.run_id
+    ratchet = Client(web.base_url, token=run.token)
     model = ChatOpenAI(model="fake-model", base_url=fake_model(SCRIPT).base_url, api_key="not-a-key", max_retries=0)
     agent = create_react_agent(model, ratchet_tools(ratchet, run_id), prompt="Keep notes.", checkpointer=saver)
     return agent, ratchet, run_id, {"configurable": {"thread_id": run_id}}
@@ -78,7 +76,7 @@ def test_an_approval_pauses_the_graph_and_the_resumed_graph_writes_once(web, fak
     assert [a["call_id"] for a in (note, risky, finish)] == ["call_0", "call_3", "call_4"]
     assert (web.workspace / "config/limits.toml").read_text() == RISKY["content"]
     assert [r.call_id for r in ratchet.receipts(run_id)] == ["call_0", "call_3"]
-    assert sorted(effects_by_key(web.workspace).values()) == [1, 1]
+    assert sorted(effects(web, run_id).values()) == [1, 1]
     assert ratchet.run(run_id).phase == "completed"
 
 
@@ -98,4 +96,4 @@ def test_a_denial_comes_back_to_the_model_as_the_tool_result_in_an_async_graph(w
     denied = _tool_answers(done)[3]
     assert denied["error"] == "approval_denied" and "limits are frozen this week" in denied["message"]
     assert not (web.workspace / "config/limits.toml").exists()
-    assert sorted(effects_by_key(web.workspace).values()) == [1]
+    assert sorted(effects(web, run_id).values()) == [1]

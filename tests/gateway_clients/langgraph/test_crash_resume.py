@@ -18,9 +18,8 @@ from pathlib import Path
 
 from ratchet_client import Client
 
-from runtime.gateway.operator_credentials import credential_issue
-from tests.gateway.support import effects_by_key, free_port
-from tests.gateway_clients.conftest import web_kill, web_start
+from tests.gateway.support import free_port
+from tests.gateway_clients.conftest import agent_run, effects, web_kill, web_start
 from tests.helpers.procs import ROOT, child_env, events
 
 AGENT = ROOT / "tests" / "gateway_clients" / "langgraph" / "agent.py"
@@ -42,9 +41,8 @@ def _agent(base_url: str, run_id: str, token: str, model_url: str, db: Path,
 def test_a_killed_agent_and_a_killed_web_process_resume_with_one_effect_per_tool_call(
         web, fake_model, tmp_path) -> None:
     model = fake_model(SCRIPT)
-    operator = Client(web.base_url, operator_credential=credential_issue(tenant_id="default").credential)
-    run_id = operator.start_run("task").run_id
-    token = operator.issue_token(run_id=run_id, agent="langgraph").token
+    run = agent_run(web, agent="langgraph")
+    run_id, token = run.run_id, run.token
     db = tmp_path / "graph.sqlite"
 
     # 1. The agent dies right after Ratchet executed call_0, before its checkpoint has the answer.
@@ -60,7 +58,7 @@ def test_a_killed_agent_and_a_killed_web_process_resume_with_one_effect_per_tool
     doomed = web_start(port, web.specs, RATCHET_CRASH_AT="engine.after_execute:1")
     base_url = f"http://127.0.0.1:{port}"
     try:
-        broken = _agent(base_url, run_id, token, model.base_url, db)
+        broken = _agent(base_url, run_id, token, model.base_url, db, "--retry-seconds", "2")
         doomed.wait(timeout=60)
         assert doomed.returncode == -9, doomed.stderr.read() if doomed.stderr else ""
         assert broken.returncode != 0 and "transport_error" in broken.stderr, broken.stderr
@@ -84,4 +82,4 @@ def test_a_killed_agent_and_a_killed_web_process_resume_with_one_effect_per_tool
         assert (web.workspace / path).read_text() == content
     receipts = Client(f"http://127.0.0.1:{port}", token=token).receipts(run_id)
     assert [r.call_id for r in receipts] == ["call_0", "call_1"]
-    assert effects_by_key(web.workspace) == {r.idempotency_key: 1 for r in receipts}
+    assert effects(web, run_id) == {r.idempotency_key: 1 for r in receipts}

@@ -9,14 +9,15 @@ import sys
 import pytest
 from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from ratchet_client.langgraph import CALL_ID, _args_model, ratchet_call_id
+from ratchet_client.call_ids import CALL_ID, ratchet_call_id
+from ratchet_client.langgraph import CALL_ID_PREFIX, _args_model
 from ratchet_client.models import Tool
 
 from runtime.gateway.tools import CALL_ID as SERVER_CALL_ID
 
 
 def test_the_sdk_core_imports_nothing_of_langchain_or_langgraph() -> None:
-    probe = ("import sys, ratchet_client; "
+    probe = ("import sys, ratchet_client, ratchet_client.call_ids, ratchet_client.retries; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain_core', 'langgraph')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
@@ -24,15 +25,15 @@ def test_the_sdk_core_imports_nothing_of_langchain_or_langgraph() -> None:
 
 @pytest.mark.parametrize("tool_call_id", ["call_Ab12.x:y-z", "toolu_01AbC", "toolu_" + "9" * 80, "id with spaces"])
 def test_a_tool_call_id_is_a_stable_call_id_the_server_takes(tool_call_id: str) -> None:
-    mapped = ratchet_call_id(tool_call_id)
+    mapped = ratchet_call_id(tool_call_id, prefix=CALL_ID_PREFIX)
     assert SERVER_CALL_ID.match(mapped) and CALL_ID.pattern == SERVER_CALL_ID.pattern
-    assert mapped == ratchet_call_id(tool_call_id)
+    assert mapped == ratchet_call_id(tool_call_id, prefix=CALL_ID_PREFIX)
     assert (mapped == tool_call_id) == (len(tool_call_id) <= 64 and " " not in tool_call_id)
 
 
 def test_an_empty_tool_call_id_is_refused() -> None:
     with pytest.raises(ValueError, match="ToolCall"):
-        ratchet_call_id("")
+        ratchet_call_id("", prefix=CALL_ID_PREFIX)
 
 
 def test_the_model_sees_the_arguments_and_not_the_call_id() -> None:

@@ -2,8 +2,9 @@
 
 The model is any OpenAI-compatible Chat Completions server (the tests use the fake model on
 loopback). When Ratchet holds a write for a human, the SDK's run stops with an interruption: this
-script saves the ``RunState`` to ``--state`` and waits for the decision; killed and started again,
-it resumes from that file instead of starting over, so no tool call is asked for twice.
+script (``RatchetTools.run``) saves the ``RunState`` to ``--state`` and waits for the decision;
+killed and started again, it resumes from that file instead of starting over, so no tool call is
+asked for twice.
 
 Usage::
 
@@ -23,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from agents import Agent, OpenAIChatCompletionsModel, Runner, RunState, set_tracing_disabled
+from agents import Agent, OpenAIChatCompletionsModel, set_tracing_disabled
 from openai import AsyncOpenAI
 from ratchet_client.openai_agents import RatchetTools
 
@@ -39,18 +40,11 @@ async def drive(args: argparse.Namespace, token: str) -> int:
                                                                                api_key="not-needed"))
     ratchet = RatchetTools(args.ratchet, token=token, run_id=args.run, poll_seconds=0.2)
     agent = Agent(name="notes", instructions=INSTRUCTIONS, tools=ratchet.tools(), model=model)
-    saved = Path(args.state)
-    if saved.exists():
-        emit("resumed", from_state=str(saved))
-        result = await Runner.run(agent, await ratchet.settle(await RunState.from_string(agent, saved.read_text())))
-    else:
-        result = await Runner.run(agent, args.task)
-    while result.interruptions:
-        state = result.to_state()
-        saved.write_text(state.to_string())  # a restarted agent resumes here, not from the prompt
-        emit("paused", call_ids=[i.call_id for i in result.interruptions])
-        result = await Runner.run(agent, await ratchet.settle(state))
-    saved.unlink(missing_ok=True)
+    if Path(args.state).exists():
+        emit("resumed", from_state=args.state)
+    # A restarted agent resumes from the saved state, not from the prompt.
+    result = await ratchet.run(agent, args.task, state_file=args.state,
+                               on_pause=lambda items: emit("paused", call_ids=[i.call_id for i in items]))
     outputs = [item.output for item in result.new_items if item.type == "tool_call_output_item"]
     emit("done", final=result.final_output, tool_outputs=outputs)
     return 0

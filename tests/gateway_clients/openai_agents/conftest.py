@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
 import pytest
 
@@ -18,13 +18,16 @@ def no_tracing_export(monkeypatch: pytest.MonkeyPatch) -> None:
     set_tracing_disabled(True)
 
 
-ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+HERE = Path(__file__).parent
 
 
-@pytest.fixture(autouse=True)
-def _one_pass() -> None:
-    """The Agents SDK client stories run in the PostgreSQL pass of tests/run, the LangGraph ones in
-    the SQLite pass (see tests/gateway_clients/langgraph/conftest.py)."""
-    if not ON_POSTGRES:
-        pytest.skip("runs in the PostgreSQL pass: the framework's side is the same on both "
-                    "databases, and the gateway's stories cover each database")
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Agents SDK client stories carry the ``postgres`` marker (tests/conftest.py skips them
+    on SQLite): they run in the PostgreSQL pass of tests/run, the LangGraph ones in the SQLite
+    pass (see tests/gateway_clients/langgraph/conftest.py); the framework's side is the same on
+    both databases, and the gateway's stories cover each database. Marked before the root
+    conftest reads the markers (``tryfirst``)."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.postgres)

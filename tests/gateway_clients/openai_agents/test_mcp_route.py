@@ -19,7 +19,8 @@ from openai import AsyncOpenAI
 
 from runtime.models import Run
 from tests.gateway.support import free_port, gateway_start, gateway_stop
-from tests.gateway_clients.openai_agents.support import agent_run, effects, plan
+from tests.gateway_clients.conftest import agent_run, effects
+from tests.gateway_clients.openai_agents.support import plan
 from tests.gateway_clients.test_mcp_hosts import server_environment
 
 
