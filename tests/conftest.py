@@ -74,3 +74,13 @@ def ratchet_keys(monkeypatch: pytest.MonkeyPatch) -> dict[str, TestKey]:
             monkeypatch.setenv(f"RATCHET_{root.value.upper()}_PUBLIC_KEYS", key.public_spec)
         keys[root.value] = key
     return keys
+
+
+@pytest.fixture(autouse=True)
+def _gateway_sessions_dropped():
+    """No test inherits another's warm gateway sessions (``runtime.gateway.sessions``): they are
+    forgotten when a test ends, without touching its database, which goes with the test."""
+    yield
+    from runtime.gateway.sessions import sessions_drop_all
+
+    sessions_drop_all()

@@ -33,7 +33,7 @@ from runtime.errors import (
 )
 from runtime.gateway.calls import CallResult, call_submit
 from runtime.gateway.reads import approval_pending, call_get, receipts_list, run_status
-from runtime.gateway.tokens import token_request_admit, token_runs
+from runtime.gateway.tokens import token_request_admit, token_request_check, token_runs
 from runtime.gateway.tools import MAX_CALL_BYTES
 from runtime.gateway.workspace_reads import workspace_list, workspace_read
 from runtime.models import GatewayToken
@@ -46,15 +46,21 @@ api = NinjaAPI(title="Ratchet agent gateway", version="1", urls_namespace="api-v
 class GatewayBearer(HttpBearer):
     """A gateway token in ``Authorization: Bearer``; the body size is checked before it is parsed.
 
-    The token row is read, checked and counted against the rate limit here, once per request;
-    ``request.auth`` is that row and the services check only the run scope on it.
+    The token row is read and checked here, once per request; ``request.auth`` is that row and
+    the services check only the run scope on it. ``counted`` (reads): the request is also counted
+    against the rate limit here; a call (``counted=False``) is counted by its first checkpoint
+    commit instead, so admission costs it no transaction (DESIGN.md section 5.12).
     """
+
+    def __init__(self, *, counted: bool = True) -> None:
+        super().__init__()
+        self.counted = counted
 
     def authenticate(self, request: HttpRequest, token: str) -> GatewayToken:
         limit = int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)) + 4096
         if request_length(request) > limit:
             raise GatewayPayloadTooLargeError(limit_bytes=limit)
-        return token_request_admit(token=token)
+        return token_request_admit(token=token) if self.counted else token_request_check(token=token)
 
 
 def request_length(request: HttpRequest) -> int:
@@ -173,7 +179,7 @@ def status(request: HttpRequest, run_id: str) -> dict[str, Any]:
     return run_status(run_id=run_id, admitted=request.auth)
 
 
-@api.post("/runs/{run_id}/calls", auth=GatewayBearer(), response={200: CallResult, **ERRORS})
+@api.post("/runs/{run_id}/calls", auth=GatewayBearer(counted=False), response={200: CallResult, **ERRORS})
 def calls(request: HttpRequest, run_id: str, body: CallIn) -> CallResult:
     """Submit one call through the run's write path; repeating its ``call_id`` never repeats the effect.
 

@@ -12,8 +12,11 @@ measure anywhere else (:func:`~runtime.bench.scratch.scratch_require`). Measured
 * the same write through the JSON API (Django's request handling, no socket), N times, and the
   engine's own write action of the same write (a scripted workspace run, one commit per write):
   medians, and each gateway surface's median over the engine's (``ratio_to_engine_write``);
-* calls per second with 1, 8 and 32 concurrent clients, each a thread driving its own run
-  with its own token (one run's calls are serialised by its lease by design);
+* calls per second with 1, 8 and 32 concurrent clients, each driving its own run with its own
+  token (one run's calls are serialised by its lease by design), as threads of one process and
+  spread over ``--processes`` processes (``runtime.bench.gateway_throughput``);
+* the engine's write action with two checkpoints per write (``RATCHET_FOLD_INTENTS`` off for
+  that run), as a gateway call has: its proposal waits for the caller (DESIGN.md section 4.13);
 * the counts of one call (:mod:`runtime.bench.gateway_counts`): statements, round trips and
   durable transactions on every database it touches (the main one and the high-water mark
   store) and client fsyncs, in-process, through the JSON API and through MCP, beside the
@@ -32,18 +35,18 @@ import shutil
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
 from django.test import Client as HttpClient
+from django.test.utils import override_settings
 
 from runtime.adapters.factory import open_adapter
 from runtime.bench.children import manage_argv
 from runtime.bench.gateway_counts import UNITS, gateway_counts
+from runtime.bench.gateway_throughput import throughput_measure
 from runtime.bench.scratch import (
     scratch_database_create,
     scratch_database_drop,
@@ -53,7 +56,7 @@ from runtime.bench.scratch import (
 from runtime.bench.write_counts import workspace_task
 from runtime.core.checkpoint import Action, Phase
 from runtime.engine import StepReport, run_advance, run_start
-from runtime.errors import BenchmarkError, BenchmarkScratchError, GatewayRunBusyError
+from runtime.errors import BenchmarkError, BenchmarkScratchError
 from runtime.evidence.attachments import attachment_blob, attachment_put
 from runtime.gateway.calls import call_submit
 from runtime.gateway.tokens import token_issue
@@ -87,8 +90,11 @@ def _new_run(root: Path, name: str) -> tuple[str, str]:
     return run_id, token_issue(run_id=run_id, agent="bench").token
 
 
-def gateway_measure(*, calls: int, clients: list[int], root: Path) -> dict[str, Any]:
+def gateway_measure(*, calls: int, clients: list[int], root: Path, processes: int = 2) -> dict[str, Any]:
     """Measure in this process (connected to the scratch database); returns the report dict.
+
+    ``processes``: besides one process, calls per second are also measured with the clients
+    spread over this many processes (``runtime.bench.gateway_throughput``).
 
     Raises:
         BenchmarkError: a call did not execute.
@@ -117,12 +123,16 @@ def gateway_measure(*, calls: int, clients: list[int], root: Path) -> dict[str, 
                               "json_api": _quantiles(_json_calls(root, calls)),
                               "engine_write": _quantiles(_engine_writes(root, calls)),
                               "per_call": gateway_counts(run_id=run_id, token=token, root=root)}
+    with override_settings(RATCHET_FOLD_INTENTS=False):
+        report["engine_write_two_checkpoints"] = _quantiles(_engine_writes(root, calls, name="unfolded"))
     report["overhead_median_ms"] = round(report["gateway"]["median_ms"] - report["direct"]["median_ms"], 3)
-    engine_ms = report["engine_write"]["median_ms"]
-    report["ratio_to_engine_write"] = {
-        surface: round(report[surface]["median_ms"] / engine_ms, 2) if engine_ms else None
-        for surface in ("gateway", "json_api")}
-    report["throughput"] = [_throughput(root, n, calls) for n in clients]
+    for key, engine in (("ratio_to_engine_write", "engine_write"),
+                        ("ratio_to_engine_write_two_checkpoints", "engine_write_two_checkpoints")):
+        engine_ms = report[engine]["median_ms"]
+        report[key] = {surface: round(report[surface]["median_ms"] / engine_ms, 2) if engine_ms else None
+                       for surface in ("gateway", "json_api")}
+    report["throughput"] = [throughput_measure(clients=n, calls=calls, processes=p, root=root, new_run=_new_run)
+                            for n in clients for p in sorted({1, min(processes, n)})]
     return report
 
 
@@ -144,11 +154,12 @@ def _json_calls(root: Path, calls: int) -> list[float]:
     return took
 
 
-def _engine_writes(root: Path, calls: int) -> list[float]:
+def _engine_writes(root: Path, calls: int, *, name: str = "folded") -> list[float]:
     """Seconds of each write action of a scripted workspace run of ``calls`` writes driven by the
-    engine in this process (one commit per write, its default: DESIGN.md section 4.13), measured
+    engine in this process (one commit per write, its default, unless ``RATCHET_FOLD_INTENTS`` is
+    off: then two checkpoints per write, as a gateway call has: DESIGN.md section 4.13), measured
     from one write's end to the next one's; the first, which also opens the session, left out."""
-    task = workspace_task(directory=root / "engine-writes", task_id="bench-gateway-engine-writes",
+    task = workspace_task(directory=root / f"engine-writes-{name}", task_id=f"bench-gateway-engine-{name}",
                           writes=calls + 1)
     run_id = run_start(spec_path=task, worker="bench-gateway-engine")
     took: list[float] = []
@@ -165,41 +176,6 @@ def _engine_writes(root: Path, calls: int) -> list[float]:
     return took[1:] or took
 
 
-def _throughput(root: Path, clients: int, calls: int) -> dict[str, Any]:
-    runs = [_new_run(root, f"c{clients}-{k}") for k in range(clients)]
-    per_client = max(1, calls // clients)
-    errors: list[str] = []
-    barrier = threading.Barrier(clients + 1)
-
-    def client(run_id: str, token: str) -> None:
-        try:
-            barrier.wait()
-            for i in range(per_client):
-                while True:
-                    try:
-                        call_submit(run_id=run_id, call_id=f"t{i}", tool="write_file",
-                                    arguments={"path": f"notes/{i}.txt", "content": f"{i}\n"}, token=token)
-                        break
-                    except GatewayRunBusyError:
-                        time.sleep(0.01)
-        except Exception as exc:  # reported, not hidden: the figure is void with errors
-            errors.append(type(exc).__name__)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=client, args=run) for run in runs]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    started = time.perf_counter()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
-    done = clients * per_client
-    return {"clients": clients, "calls": done, "seconds": round(elapsed, 3),
-            "calls_per_second": round(done / elapsed, 1), "errors": errors[:5]}
-
-
 def gateway_child_settings(*, calls: int, environ: dict[str, str]) -> dict[str, str]:
     """The ``RATCHET_*`` settings the measuring child gets: ``environ``'s ``RATCHET_GATEWAY_*``
     ones, with ``RATCHET_GATEWAY_RATE_LIMIT`` at least what one token spends here (``calls``
@@ -214,7 +190,7 @@ def gateway_child_settings(*, calls: int, environ: dict[str, str]) -> dict[str, 
     return passed
 
 
-def gateway_bench_isolated(*, calls: int, clients: list[int]) -> dict[str, Any]:
+def gateway_bench_isolated(*, calls: int, clients: list[int], processes: int = 2) -> dict[str, Any]:
     """Run :func:`gateway_measure` in a child process against a throwaway database.
 
     Raises:
@@ -235,7 +211,7 @@ def gateway_bench_isolated(*, calls: int, clients: list[int]) -> dict[str, Any]:
             raise BenchmarkScratchError("only SQLite and PostgreSQL can be benchmarked", engine=engine)
         out = scratch_dir / "gateway.json"
         cmd = manage_argv("bench_gateway", "--child", str(out), "--calls", str(calls),
-                          "--clients", ",".join(str(c) for c in clients))
+                          "--clients", ",".join(str(c) for c in clients), "--processes", str(processes))
         env = scratch_env(scratch_dir=scratch_dir, url=url, marker=marker,
                           extra=gateway_child_settings(calls=calls, environ=dict(os.environ)))
         code = subprocess.run(cmd, env=env, cwd=settings.BASE_DIR).returncode

@@ -13,7 +13,8 @@ from __future__ import annotations
 from django.db import IntegrityError, router, transaction
 
 from runtime.core.checkpoint import Receipt
-from runtime.database.statements import RowsInsert, compiled_rows
+from runtime.database.commit_writes import RowsInsert
+from runtime.database.statements import compiled_rows
 from runtime.errors import KeyQuarantinedError, ReceiptConflictError
 from runtime.models import IdempotencyRecord
 

@@ -4,9 +4,8 @@
 hashed ledger entries, trace events) and :func:`commit_plan_apply` writes it: one transaction on
 the main database, the commit point, then the mark's compare-and-set in the mark's own database
 (always a database of its own, section 4.2), which ``runtime.checkpoints.mark_completion``
-finishes if the writer dies in between. Split
-from ``runtime.checkpoints.protocol`` so each module stays one concept: that one is the protocol's
-services and restore, this one its write path.
+finishes if the writer dies in between. Split from ``runtime.checkpoints.protocol`` so each
+module stays one concept: that one is the protocol's services and restore, this one its write path.
 """
 
 from __future__ import annotations
@@ -27,10 +26,10 @@ from runtime.core.checkpoint import LedgerHead
 from runtime.core.crashpoints import crash_point, register
 from runtime.core.envelope import CheckpointEnvelope
 from runtime.core.ledger import LedgerEntry
+from runtime.database.commit_writes import RowsInsert, RowUpdate
 from runtime.database.pipeline import batch_rollback, pipelined
 from runtime.database.statements import (
     NotBatchableError,
-    RowsInsert,
     UpdateBuilder,
     compiled_insert,
     compiled_update,
@@ -294,7 +293,8 @@ def _main_transaction_pipelined(plan: CommitPlan) -> bool:
     if (connection.vendor != "postgresql" or connection.in_atomic_block
             or not connection.get_autocommit()
             or any(router.db_for_write(model) != alias for model in (Checkpoint, TraceEvent))
-            or not all(isinstance(w, RowsInsert) and w.alias == alias for w in plan.within)):
+            or not all(isinstance(w, RowsInsert | RowUpdate) and w.alias == alias and w.batchable()
+                       for w in plan.within)):
         return False
     hot = _fence_hot(plan)
     if hot is None:
@@ -320,8 +320,8 @@ def _main_transaction_pipelined(plan: CommitPlan) -> bool:
                 compiled_insert(alias=alias, objs=trace_rows)
                 for write in plan.within:
                     cursor = write.send()
-                    if write.exclusive:
-                        sent.append((cursor, len(write.objs)))
+                    if write.expected_rows is not None:
+                        sent.append((cursor, write.expected_rows))
                 # The trace's derived rows (search terms, metrics) in this transaction, as always.
                 trace_head_remember(lease.run_id, new_seq, new_head)
         # The Sync returned every result of the batch: the rowcounts are known.

@@ -21,7 +21,6 @@ cannot be executed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections
@@ -347,37 +346,3 @@ def _same_param(left: Any, right: Any) -> bool:
         return (isinstance(left, list) and isinstance(right, list) and len(left) == len(right)
                 and all(map(_param_equal, left, right)))
     return _param_equal(left, right)
-
-
-@dataclass(frozen=True)
-class RowsInsert:
-    """A write a checkpoint commit runs in its transaction: ``INSERT objs ... ON CONFLICT DO
-    NOTHING`` on ``alias`` (DESIGN.md sections 4.3 and 4.13).
-
-    Calling it runs the write on its own (the statement-by-statement commit path). A batched
-    commit sends it with its other statements instead (:meth:`send`), and when ``exclusive`` is
-    set and a row was already there it rolls back and takes the statement-by-statement path,
-    where ``fallback`` (the service's own write, which explains a conflict) runs instead.
-
-    Attributes:
-        alias: the database alias.
-        objs: unsaved instances of one model.
-        exclusive: a row already stored is not the same outcome (the caller must decide).
-        fallback: what a call runs instead of the plain INSERT; None: the INSERT.
-    """
-
-    alias: str
-    objs: tuple[Model, ...]
-    exclusive: bool = False
-    fallback: Callable[[], Any] | None = None
-
-    def __call__(self) -> None:
-        if self.fallback is not None:
-            self.fallback()
-        else:
-            compiled_insert(alias=self.alias, objs=list(self.objs), ignore_conflicts=True)
-
-    def send(self) -> Any | None:
-        """Send the INSERT and return its open cursor (None: it went through ``bulk_create``)."""
-        return compiled_insert(alias=self.alias, objs=list(self.objs), ignore_conflicts=True,
-                               keep_cursor=True)

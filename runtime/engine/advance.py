@@ -69,7 +69,8 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
                 on_step: Callable[[StepReport], None] | None = None,
                 reuse: Callable[..., RunSession | None] | None = None,
                 keep_going: Callable[[RunSession], bool] | None = None,
-                verify_trace: bool = False) -> StepReport:
+                verify_trace: bool = False, held: RunSession | None = None,
+                hold: Callable[[RunSession], bool] | None = None) -> StepReport:
     """Acquire the lease, restore, recover, and drive the run until it stops or ``max_steps``.
 
     Args:
@@ -90,6 +91,12 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
             restoring (a person's resume; a recovery always does): an edited, inserted or
             deleted event fails closed with ``TraceChainError``, an edited ledger row with
             ``LedgerChainError`` (DESIGN.md section 4.15).
+        held: a session whose lease this caller still holds since its last call ended (the
+            gateway's warm session, DESIGN.md section 5.12): nothing is acquired, restored or
+            recovered; the steps go on from its state, and every commit is fenced by its lease
+            as always (a lease lost meanwhile fails the first commit with ``LeaseLostError``).
+        hold: asked once the steps end with the lease still held; True leaves the lease with
+            the caller (who releases it later, ``session_release``), False or None releases it.
 
     Returns:
         A :class:`StepReport`. A frozen run (needs_review, awaiting_approval) returns normally.
@@ -111,7 +118,7 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
                                      attributes={"ratchet.worker": worker}) as current:
         report = _run_advance(run_id=run_id, worker=worker, max_steps=max_steps, ttl_seconds=ttl_seconds,
                               wait_seconds=wait_seconds, on_step=on_step, reuse=reuse, keep_going=keep_going,
-                              verify_trace=verify_trace)
+                              verify_trace=verify_trace, held=held, hold=hold)
         span_annotate(current, {"ratchet.generation": report.generation, "ratchet.phase": report.phase,
                                 "ratchet.steps": report.steps, "ratchet.recovered": report.recovered,
                                 "ratchet.stop_reason": report.stop_reason})
@@ -121,7 +128,39 @@ def run_advance(*, run_id: str, worker: str | None = None, max_steps: int | None
 def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds: float | None,
                  wait_seconds: float, on_step: Callable[[StepReport], None] | None,
                  reuse: Callable[..., RunSession | None] | None,
-                 keep_going: Callable[[RunSession], bool] | None, verify_trace: bool) -> StepReport:
+                 keep_going: Callable[[RunSession], bool] | None, verify_trace: bool,
+                 held: RunSession | None, hold: Callable[[RunSession], bool] | None) -> StepReport:
+    if held is not None:
+        session, recovering = held, False
+    else:
+        acquired = _session_acquire(run_id=run_id, worker=worker, ttl_seconds=ttl_seconds,
+                                    wait_seconds=wait_seconds, reuse=reuse, verify_trace=verify_trace)
+        if isinstance(acquired, StepReport):
+            return acquired
+        session, recovering = acquired
+    waiting_reconcile(session)
+    # A planner driven from outside says when it has no call to propose (DESIGN.md section 5.12).
+    halt = getattr(session.planner, "halt_before_step", None)
+    while not (callable(halt) and halt(session)) and session.state.phase not in TERMINAL_PHASES and (
+        session.state.phase not in (Phase.NEEDS_REVIEW, Phase.AWAITING_APPROVAL)
+    ):
+        if max_steps is not None and session.steps >= max_steps:
+            break
+        if keep_going is not None and session.steps and not keep_going(session):
+            break
+        run_step(session)
+        if on_step:
+            on_step(_report(session, recovering))
+    if session.released or hold is None or not hold(session):
+        session_release(session)  # unless the run's last commit did (runtime/checkpoints/session.py)
+    return _report(session, recovering)
+
+
+def _session_acquire(*, run_id: str, worker: str, ttl_seconds: float | None, wait_seconds: float,
+                     reuse: Callable[..., RunSession | None] | None,
+                     verify_trace: bool) -> tuple[RunSession, bool] | StepReport:
+    """Take the lease, restore (or reuse) and recover: ``(session, recovering)``, or the report
+    of a run whose row says it ended (confirmed against the signed checkpoint)."""
     ttl = ttl_seconds or settings.RATCHET_LEASE_SECONDS
     run = Run.objects.filter(run_id=run_id).first()
     if run is None:
@@ -184,21 +223,7 @@ def _run_advance(*, run_id: str, worker: str, max_steps: int | None, ttl_seconds
         trace_append(run_id=run_id, event_type="recovery.succeeded",
                      payload={"duration_seconds": round(time.monotonic() - started, 6),
                               "generation": session.generation, "phase": session.state.phase.value})
-    waiting_reconcile(session)
-    # A planner driven from outside says when it has no call to propose (DESIGN.md section 5.12).
-    halt = getattr(session.planner, "halt_before_step", None)
-    while not (callable(halt) and halt(session)) and session.state.phase not in TERMINAL_PHASES and (
-        session.state.phase not in (Phase.NEEDS_REVIEW, Phase.AWAITING_APPROVAL)
-    ):
-        if max_steps is not None and session.steps >= max_steps:
-            break
-        if keep_going is not None and session.steps and not keep_going(session):
-            break
-        run_step(session)
-        if on_step:
-            on_step(_report(session, recovering))
-    session_release(session)  # unless the run's last commit did (runtime/checkpoints/session.py)
-    return _report(session, recovering)
+    return session, recovering
 
 
 def _lease_give_back(lease: Lease) -> None:

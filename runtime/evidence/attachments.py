@@ -24,7 +24,8 @@ from django.db import router
 
 from runtime.core.blob_origin import git_location, git_location_parse
 from runtime.core.canonical import check_digest, digest_bytes
-from runtime.database.statements import RowsInsert, compiled_rows
+from runtime.database.commit_writes import RowsInsert
+from runtime.database.statements import compiled_rows
 from runtime.errors import AttachmentError, DigestFormatError
 from runtime.models import Attachment
 

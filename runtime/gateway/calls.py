@@ -15,14 +15,17 @@ it, so the run goes on (only an adapter's receipt that contradicts those records
 from __future__ import annotations
 
 import threading
+import time
+from functools import partial
 from typing import Any, Literal
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from runtime.checkpoints.protocol import checkpoint_verify
-from runtime.checkpoints.session import default_worker_id
+from runtime.checkpoints.session import RunSession, default_worker_id, session_release
 from runtime.core.checkpoint import Phase, RunState
 from runtime.core.idempotency import derive_key
 from runtime.core.ledger import state_ledger
@@ -40,8 +43,16 @@ from runtime.errors import (
     StaleGenerationError,
 )
 from runtime.evidence.amendments import amendment_for
-from runtime.gateway.sessions import session_forget, session_keep, session_reuse, sessions_enabled
-from runtime.gateway.tokens import token_admit
+from runtime.gateway.rate_limits import token_count_write
+from runtime.gateway.sessions import (
+    session_begin_call,
+    session_may_stay_warm,
+    session_put,
+    session_reuse,
+    session_take,
+    session_warm_ready,
+)
+from runtime.gateway.tokens import token_admit, token_request_check
 from runtime.gateway.tools import (
     MAX_CALL_BYTES,
     arguments_object,
@@ -154,7 +165,8 @@ def call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: 
 
 def _call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token: str | None,
                  admitted: GatewayToken | None) -> CallResult:
-    row, run = token_admit(token=token, run_id=run_id, admitted=admitted)
+    # Authorised by a read; the call is counted by its first commit (DESIGN.md section 5.12).
+    row, run = token_admit(run_id=run_id, admitted=admitted or token_request_check(token=token))
     if call_id is None or call_id == "":
         call_id = call_id_derive(run_id=run_id, tool=tool, arguments=arguments)
     call_id = call_id_check(call_id)
@@ -162,27 +174,51 @@ def _call_submit(*, run_id: str, call_id: Any, tool: Any, arguments: Any, token:
     action = call_check(spec=spec, tool=tool, arguments=arguments_object(arguments), token_actions=row.actions,
                         max_bytes=int(getattr(settings, "RATCHET_GATEWAY_MAX_BYTES", MAX_CALL_BYTES)))
     call = ExternalCall(call_id=call_id, action=action, digest=call_digest(action),
-                        origin={"agent": row.agent, "token_id": row.token_id})
-    reuse = session_reuse if sessions_enabled() else None
+                        origin={"agent": row.agent, "token_id": row.token_id},
+                        commit_writes=[token_count_write(token_id=row.token_id)])
+    wait = float(getattr(settings, "RATCHET_GATEWAY_WAIT_SECONDS", 10.0))
+    kept = session_take(run_id=run_id, wait_seconds=wait)
+    warm = kept is not None and kept.warm and session_warm_ready(kept)
+    if kept is not None and kept.warm and not warm:
+        kept = None  # its lease is gone: restore under a new one
+    held_since = kept.held_since if warm else time.monotonic()  # type: ignore[union-attr]
+    if warm:
+        session_begin_call(kept.session)  # type: ignore[union-attr]
     try:
         with external_call_offered(call):
-            run_advance(run_id=run_id, worker=gateway_worker_id(), reuse=reuse,
-                        wait_seconds=float(getattr(settings, "RATCHET_GATEWAY_WAIT_SECONDS", 10.0)))
-    except LeaseHeldError:
-        raise GatewayRunBusyError(run_id=run_id, call_id=call_id) from None
-    except (LeaseLostError, StaleGenerationError):
-        session_forget(run_id=run_id)
-        raise GatewayRunBusyError("another process took the run over during the call", run_id=run_id,
-                                  call_id=call_id) from None
-    except BaseException:
-        session_forget(run_id=run_id)
+            run_advance(run_id=run_id, worker=gateway_worker_id(), wait_seconds=wait,
+                        held=kept.session if warm else None,  # type: ignore[union-attr]
+                        reuse=partial(session_reuse, kept=kept.session if kept is not None and not warm else None),
+                        hold=partial(session_may_stay_warm, held_since=held_since))
+    except BaseException as exc:
+        _call_failed(run_id=run_id, session=call.session or (kept.session if warm else None))  # type: ignore[union-attr]
+        if isinstance(exc, LeaseHeldError):
+            raise GatewayRunBusyError(run_id=run_id, call_id=call_id) from None
+        if isinstance(exc, LeaseLostError | StaleGenerationError):
+            raise GatewayRunBusyError("another process took the run over during the call", run_id=run_id,
+                                      call_id=call_id) from None
         raise
+    session = call.session
     try:
         return _answer(run=run, call=call, max_calls=int(spec.planner.options_json().get("max_calls", 200)))
     finally:
         # Kept only once the answer is read from it: the next call of this run may take it at
-        # once and skip the restore (DESIGN.md section 5.12).
-        session_keep(call.session)
+        # once, warm (its lease still held) or restored (DESIGN.md section 5.12).
+        session_put(run_id=run_id, session=session, warm=session is not None and not session.released,
+                    held_since=held_since)
+
+
+def _call_failed(*, run_id: str, session: RunSession | None) -> None:
+    """A call that raised keeps no session. The lease goes back if ``session`` still holds it:
+    nothing after the last commit is trusted, so the next call restores and recovers from the
+    committed head (the crash-window table settles a write in flight), without waiting for the
+    lease to expire. A lease already lost stays with whoever holds it."""
+    if session is not None and not session.released:
+        try:
+            session_release(session)
+        except (LeaseLostError, DatabaseError):
+            pass  # lost or unreachable: it expires by the database clock (DESIGN.md section 4.5)
+    session_put(run_id=run_id, session=None, warm=False)
 
 
 _SIDE_MAX_BYTES = 16384

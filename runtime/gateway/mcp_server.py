@@ -81,7 +81,7 @@ from runtime.gateway.mcp_reads import (
     run_resources,
 )
 from runtime.gateway.reads import run_status
-from runtime.gateway.tokens import token_admit, token_request_admit
+from runtime.gateway.tokens import token_admit, token_request_admit, token_request_check
 from runtime.gateway.tools import run_spec, run_tools
 
 CALL_ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$",
@@ -185,7 +185,7 @@ def gateway_server(*, stdio_token: str | None = None, stdio_run: str | None = No
         named = _run_header(ctx, stdio_run)
 
         def submit() -> CallResult:
-            row = token_request_admit(token=token)
+            row = token_request_check(token=token)  # the call's first commit counts it
             return call_submit(run_id=_run_of(row, named), call_id=call_id, tool=params.name, arguments=arguments,
                                admitted=row)
 

@@ -16,21 +16,18 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
 
-from django.conf import settings
-from django.db import models, transaction
+from django.db import models
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from runtime.errors import (
-    GatewayRateLimitedError,
     GatewayScopeError,
     GatewayTokenError,
     GatewayTokenMissingError,
     GatewayTokenScopeInvalidError,
     RunNotFoundError,
 )
+from runtime.gateway.rate_limits import token_count, token_window_check
 from runtime.models import GatewayToken, Run
 
 PREFIX = "rgw_"
@@ -173,24 +170,23 @@ def token_rate_check(*, row: GatewayToken) -> None:
     """Count one call against the token's fixed window; refuse past the limit.
 
     ``RATCHET_GATEWAY_RATE_LIMIT`` calls per ``RATCHET_GATEWAY_RATE_WINDOW_SECONDS`` seconds,
-    counted on the token's row under a row lock (one counter for every gateway process).
+    counted on the token's row by one compare-and-set judged by the database clock
+    (``runtime.gateway.rate_limits``; one counter for every gateway process).
 
     Raises:
         GatewayRateLimitedError: the window's calls are used up (retryable after ``retry_after`` s).
+        GatewayTokenError: the token was revoked meanwhile.
     """
-    with transaction.atomic():
-        _count(GatewayToken.objects.select_for_update().get(token_id=row.token_id))
+    token_count(token_id=row.token_id)
 
 
 def token_admit(*, token: str | None = None, run_id: str, action_kind: str | None = None,
                 admitted: GatewayToken | None = None) -> tuple[GatewayToken, Run]:
-    """:func:`token_authorise` and :func:`token_rate_check` in one short transaction.
+    """:func:`token_request_admit` with the run scope checked (DESIGN.md section 5.12).
 
-    One read of the token row, under the row lock that counts the call (DESIGN.md section 5.12):
-    a call costs the gateway one statement and one transaction fewer than the two services apart.
-    A request the JSON API or the MCP server already admitted (:func:`token_request_admit`)
-    passes its row as ``admitted``: the token is then neither read nor counted again, only the
-    run scope is checked on that row.
+    A request the JSON API or the MCP server already authorised passes its row as ``admitted``
+    (:func:`token_request_check` or :func:`token_request_admit`): the token is then neither read
+    nor counted again, only the run scope is checked on that row.
 
     Returns:
         ``(token row, the run)``: the run ``run_id`` names, in the token's scope.
@@ -202,48 +198,48 @@ def token_admit(*, token: str | None = None, run_id: str, action_kind: str | Non
     """
     if admitted is not None:
         return admitted, _scope(admitted, run_id, action_kind)  # type: ignore[return-value]
+    row = token_request_check(token=token)
+    run = _scope(row, run_id, action_kind)
+    token_count(token_id=row.token_id)
+    return row, run  # type: ignore[return-value]  # _scope returns the run when run_id is given
+
+
+def token_request_check(*, token: str | None) -> GatewayToken:
+    """Authorise ``token`` without counting it: one read, no transaction (DESIGN.md section 5.12).
+
+    The JSON API's and the MCP server's call path use it: the call's first checkpoint commit
+    counts the call (``runtime.gateway.rate_limits.token_count_write``), so admission costs no
+    durable transaction of its own. A revoked token or a full window is refused here, before
+    anything; one revoked or filled after this read is refused by that commit, which then writes
+    nothing.
+
+    Raises:
+        GatewayTokenMissingError / GatewayTokenError: as :func:`token_authorise`.
+        GatewayRateLimitedError: the token's window is already full (nothing counted).
+    """
     _well_formed(token)
-    with transaction.atomic():
-        row = GatewayToken.objects.select_for_update(of=("self",)).filter(
-            token_id=token[len(PREFIX):].partition("_")[0]).select_related("run").first()  # type: ignore[index]
-        run = _check(row, token, run_id, action_kind)  # type: ignore[arg-type]
-        _count(row)  # type: ignore[arg-type]  # _check refused a missing row
-    return row, run  # type: ignore[return-value]  # _check returns the run when run_id is given
+    row = (GatewayToken.objects.filter(token_id=token[len(PREFIX):].partition("_")[0])  # type: ignore[index]
+           .select_related("run").annotate(db_now=Now()).first())
+    _check(row, token, None, None)  # type: ignore[arg-type]
+    token_window_check(row=row, now=row.db_now)  # type: ignore[union-attr]
+    return row  # type: ignore[return-value]  # _check refused a missing row
 
 
 def token_request_admit(*, token: str | None) -> GatewayToken:
-    """Authorise ``token`` and count one request against its rate limit: one read, one transaction.
+    """Authorise ``token`` and count one request against its rate limit: one read and one
+    compare-and-set (``runtime.gateway.rate_limits``), one transaction.
 
-    The JSON API's bearer check and the MCP server call this once per request and hand the row
-    to the services (``admitted=``), so a request reads the token row once (DESIGN.md section 5.12).
+    Reads and the opening of an MCP session, which commit nothing a count could ride in, use it;
+    they hand the row to the services (``admitted=``), so a request reads the token row once
+    (DESIGN.md section 5.12).
 
     Raises:
         GatewayTokenMissingError / GatewayTokenError: as :func:`token_authorise`.
         GatewayRateLimitedError: as :func:`token_rate_check`.
     """
-    _well_formed(token)
-    with transaction.atomic():
-        row = GatewayToken.objects.select_for_update(of=("self",)).filter(
-            token_id=token[len(PREFIX):].partition("_")[0]).select_related("run").first()  # type: ignore[index]
-        _check(row, token, None, None)  # type: ignore[arg-type]
-        _count(row)  # type: ignore[arg-type]
-    return row  # type: ignore[return-value]
-
-
-def _count(locked: GatewayToken) -> None:
-    limit = int(getattr(settings, "RATCHET_GATEWAY_RATE_LIMIT", 120))
-    window = float(getattr(settings, "RATCHET_GATEWAY_RATE_WINDOW_SECONDS", 60.0))
-    now = timezone.now()
-    started = locked.window_started_at
-    if started is None or now - started >= timedelta(seconds=window):
-        locked.window_started_at, locked.window_calls = now, 1
-    elif locked.window_calls >= limit:
-        retry = max(0.0, window - (now - started).total_seconds())
-        raise GatewayRateLimitedError(token_id=locked.token_id, limit=limit, window_seconds=window,
-                                      retry_after=round(retry, 1))
-    else:
-        locked.window_calls += 1
-    locked.save(update_fields=["window_started_at", "window_calls"])
+    row = token_request_check(token=token)
+    token_count(token_id=row.token_id)
+    return row
 
 
 def tokens_for_run(*, run_id: str) -> list[GatewayToken]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,10 @@ class ExternalCall:
         proposed: set once the planner proposed this call.
         epoch: the replan epoch the call was proposed in.
         origin: who sent it (``{"agent", "token_id"}`` of the gateway token), for an approval card.
+        commit_writes: writes the commit that records the call runs in its transaction (the
+            gateway's count of the call against its token's rate limit, DESIGN.md section 5.12):
+            handed to the session right before the step that proposes the call, so a call
+            answered from what is recorded (a repeated call id) writes nothing.
     """
 
     call_id: str
@@ -72,6 +76,7 @@ class ExternalCall:
     proposed: bool = False
     epoch: int = 0
     origin: dict[str, Any] | None = None
+    commit_writes: list[Any] = field(default_factory=list)
 
 
 _OFFERED: ContextVar[ExternalCall | None] = ContextVar("ratchet_external_call", default=None)
@@ -169,6 +174,10 @@ class ExternalPlanner:
             # a conflict its own records explain); nothing is proposed (DESIGN.md section 5.12).
             return True
         call.epoch = state.replan_epoch
+        # The next step proposes this call and commits it (or freezes, or cancels): that commit
+        # carries the call's own writes.
+        session.within_commit.extend(call.commit_writes)
+        call.commit_writes = []
         return False
 
     def propose(self, *, cursor: int, planner_state: Mapping[str, Any], observation: Observation,

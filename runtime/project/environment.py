@@ -164,6 +164,10 @@ VARIABLES: tuple[Variable, ...] = (
     _V("RATCHET_GATEWAY_APPROVAL_POLL_SECONDS", "seconds", 0.5, GATEWAY,
        "How often a waiting call reads the run row."),
     _V("RATCHET_GATEWAY_REUSE_SESSIONS", "bool", True, GATEWAY, "Keep restored run sessions between calls."),
+    _V("RATCHET_GATEWAY_IDLE_SECONDS", "float", 1.0, GATEWAY,
+       "How long a run's lease stays with the gateway process after its last call (0: given back at once)."),
+    _V("RATCHET_GATEWAY_HOLD_SECONDS", "seconds", 15.0, GATEWAY,
+       "The longest the gateway keeps one lease between calls before giving it back."),
     _V("RATCHET_DASHBOARD_URL", "str", "", GATEWAY, "The dashboard's address, for links in gateway answers."),
     # --- metrics and admission
     _V("RATCHET_METRICS_TOKEN", "str", "", OBSERVE,

@@ -20,7 +20,7 @@ import pytest
 
 from runtime.checkpoints.protocol import checkpoint_verify
 from runtime.core.idempotency import derive_key
-from runtime.models import TraceEvent
+from runtime.models import Run, TraceEvent
 from tests.gateway.support import free_port, gateway_start, gateway_stop
 from tests.helpers.procs import ROOT, child_env, events
 
@@ -89,6 +89,38 @@ def _killed_mid_call_story(gw, point: str) -> None:
                          .values_list("seq", flat=True))
         assert len(seqs) == CALLS
         assert any(seqs[1] < seq < seqs[2] for seq in recovered), (seqs, recovered)
+
+
+def test_a_gateway_killed_while_its_lease_is_warm_is_taken_over_once_the_lease_expires(gw):
+    """Between calls the gateway keeps the run's lease warm (DESIGN.md section 5.12): a SIGKILL
+    then leaves it held, the next gateway waits for it to expire by the database clock, recovers,
+    answers the calls already made from the ledger and makes the new one once."""
+    port = free_port()
+    doomed = gateway_start(port, RATCHET_GATEWAY_IDLE_SECONDS="60", RATCHET_GATEWAY_HOLD_SECONDS="60")
+    try:
+        first = subprocess.run([sys.executable, str(CLIENT), "--url", f"http://127.0.0.1:{port}/mcp",
+                                "--calls", "2"], cwd=ROOT, text=True, capture_output=True, timeout=120,
+                               env=child_env(RATCHET_GATEWAY_TOKEN=gw.token))
+        assert first.returncode == 0, first.stderr
+        holder = Run.objects.filter(run_id=gw.run_id).values_list("owner_worker", flat=True).get()
+        assert "/gateway-" in holder  # still warm when the kill lands
+    finally:
+        gateway_stop(doomed)
+    port = free_port()
+    gateway = gateway_start(port)
+    try:
+        second = _client(port, gw.token)
+    finally:
+        gateway_stop(gateway)
+    assert second.returncode == 0, second.stderr
+    assert events(second.stdout)[-1] == {"outcome": "done", "executed": CALLS}
+    calls = checkpoint_verify(run_id=gw.run_id).state.planner_state["calls"]
+    keys = {derive_key(run_id=gw.run_id, cursor=c["cursor"], replan_epoch=c["epoch"]) for c in calls.values()}
+    assert sorted(calls) == [f"note-{i}" for i in range(CALLS)]
+    assert gw.effects() == {key: 1 for key in keys}
+    previous = TraceEvent.objects.filter(run_id=gw.run_id, event_type="lease.acquired").values_list(
+        "payload__previous_owner", flat=True)
+    assert any("/gateway-" in (owner or "") for owner in previous)  # a takeover of the dead one's lease
 
 
 @pytest.mark.slow

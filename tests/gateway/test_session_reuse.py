@@ -44,7 +44,9 @@ def test_it_restores_a_run_once_while_nothing_else_touches_it(gw, restores):
 
 def test_it_restores_again_after_another_worker_held_the_run(gw, restores):
     first = _note(gw, 0)
-    run_advance(run_id=gw.run_id, worker="sweeper")  # takes and releases the lease: a new fencing token
+    # The gateway keeps the lease warm for RATCHET_GATEWAY_IDLE_SECONDS after a call: the sweeper
+    # waits for it, then takes and releases the lease (a new fencing token).
+    run_advance(run_id=gw.run_id, worker="sweeper", wait_seconds=30)
     second = _note(gw, 1)
     assert restores == [gw.run_id, gw.run_id, gw.run_id]  # ours, the sweeper's, ours again
     assert gw.effects() == {first.idempotency_key: 1, second.idempotency_key: 1}

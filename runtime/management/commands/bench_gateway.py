@@ -32,22 +32,32 @@ class Command(BaseCommand):
                                  "limit is raised to fit)")
         parser.add_argument("--clients", default="1,8,32", help="concurrent clients (default 1,8,32)")
         parser.add_argument("--json", dest="json_file", default=None, metavar="FILE")
+        parser.add_argument("--processes", type=count(minimum=1), default=2,
+                            help="also measure calls/s with the clients spread over this many processes "
+                                 "(default 2; 1: threads of one process only)")
         parser.add_argument("--child", default=None, help="(internal) measure and write the report here")
+        parser.add_argument("--clients-child", default=None, help="(internal) run the clients this plan names")
 
     def handle(self, *args: Any, **options: Any) -> None:
         from runtime.bench.gateway import gateway_bench_isolated, gateway_measure
+        from runtime.bench.gateway_throughput import clients_child
         from runtime.bench.scratch import scratch_require
 
         clients = [int(c) for c in str(options["clients"]).split(",") if c.strip()]
         try:
+            if options["clients_child"]:
+                scratch_require()
+                clients_child(plan=Path(options["clients_child"]), out=Path(options["child"]))
+                return
             if options["child"]:
                 scratch_require()
                 call_command("migrate", verbosity=0)
                 with tempfile.TemporaryDirectory() as root:
-                    report = gateway_measure(calls=options["calls"], clients=clients, root=Path(root))
+                    report = gateway_measure(calls=options["calls"], clients=clients, root=Path(root),
+                                             processes=options["processes"])
                 Path(options["child"]).write_text(json.dumps(report), encoding="utf-8")
                 return
-            report = gateway_bench_isolated(calls=options["calls"], clients=clients)
+            report = gateway_bench_isolated(calls=options["calls"], clients=clients, processes=options["processes"])
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
         d, g = report["direct"], report["gateway"]
@@ -60,6 +70,10 @@ class Command(BaseCommand):
         self.stdout.write(f"  engine write action    median {e['median_ms']} ms  p95 {e['p95_ms']} ms")
         self.stdout.write(f"  over the engine's write (medians): in-process {r['gateway']}x, "
                           f"JSON API {r['json_api']}x")
+        e2, r2 = report["engine_write_two_checkpoints"], report["ratio_to_engine_write_two_checkpoints"]
+        self.stdout.write(f"  engine write, two checkpoints (as a call has)  median {e2['median_ms']} ms  "
+                          f"p95 {e2['p95_ms']} ms")
+        self.stdout.write(f"  over that write (medians): in-process {r2['gateway']}x, JSON API {r2['json_api']}x")
         self.stdout.write("  per call (exact counts on every database touched; medians over "
                           f"{next(iter(report['per_call'].values()))['units']} calls):")
         self.stdout.write("    statements  round trips  durable tx  client fsyncs  what")
@@ -69,7 +83,8 @@ class Command(BaseCommand):
                               f"{each['label']}")
         for t in report["throughput"]:
             errors = " errors: " + ",".join(t["errors"]) if t["errors"] else ""
-            self.stdout.write(f"  {t['clients']:>3} clients: {t['calls_per_second']} calls/s "
+            self.stdout.write(f"  {t['clients']:>3} clients, {t['processes']} process"
+                              f"{'es' if t['processes'] > 1 else ''}: {t['calls_per_second']} calls/s "
                               f"({t['calls']} calls in {t['seconds']} s){errors}")
         if options["json_file"]:
             Path(options["json_file"]).write_text(json.dumps(report, indent=2), encoding="utf-8")

@@ -1,0 +1,119 @@
+"""Gateway calls per second with many concurrent clients, in one process or several (DESIGN.md section 5.12).
+
+Each client drives a run of its own with its own token (one run's calls are serialised by its
+lease by design) and makes ``per_client`` calls back to back. With one process the clients are
+threads of the measuring process, so Python's global interpreter lock caps the figure at about
+one core. A deployment serves the gateway from several worker processes (the deploy guide's
+``Procfile``), so ``processes > 1`` splits the clients over that many child processes
+(``manage.py bench_gateway --clients-child``), each with its threads, started together at one
+moment of the shared wall clock; the figure is all their calls over the time from that moment
+to the last process's end. Runs and tokens go to the children in a file of mode 0600 in the
+scratch directory, never on a command line or in the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+from runtime.bench.children import manage_argv
+from runtime.errors import BenchmarkError, GatewayRunBusyError
+from runtime.gateway.calls import call_submit
+
+START_DELAY_SECONDS = 3.0
+"""How far ahead the children's common start moment is set: every child is up by then."""
+
+
+def clients_run(*, runs: list[tuple[str, str]], per_client: int, start_at: float | None = None) -> dict[str, Any]:
+    """Drive ``runs`` (``[(run_id, token)]``), one thread each, ``per_client`` calls per run.
+
+    ``start_at``: the wall-clock moment (``time.time()`` seconds) the clients start at (None:
+    as soon as every thread is ready). Returns ``{"calls", "started", "ended", "errors"}``
+    (wall-clock seconds; errors are exception names, at most five).
+    """
+    errors: list[str] = []
+    barrier = threading.Barrier(len(runs) + 1)
+
+    def client(run_id: str, token: str) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_client):
+                while True:
+                    try:
+                        call_submit(run_id=run_id, call_id=f"t{i}", tool="write_file",
+                                    arguments={"path": f"notes/{i}.txt", "content": f"{i}\n"}, token=token)
+                        break
+                    except GatewayRunBusyError:
+                        time.sleep(0.01)
+        except Exception as exc:  # reported, not hidden: the figure is void with errors
+            errors.append(type(exc).__name__)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=client, args=run) for run in runs]
+    for t in threads:
+        t.start()
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+    barrier.wait()
+    started = time.time()
+    for t in threads:
+        t.join()
+    return {"calls": len(runs) * per_client, "started": started, "ended": time.time(), "errors": errors[:5]}
+
+
+def throughput_measure(*, clients: int, calls: int, processes: int, root: Path,
+                       new_run: Callable[[Path, str], tuple[str, str]]) -> dict[str, Any]:
+    """Calls per second of ``clients`` concurrent clients sharing about ``calls`` calls, over
+    ``processes`` processes (1: threads of this process).
+
+    Returns ``{"clients", "processes", "calls", "seconds", "calls_per_second", "errors"}``.
+
+    Raises:
+        BenchmarkError: a child process failed.
+    """
+    processes = max(1, min(processes, clients))
+    runs = [new_run(root, f"c{clients}-p{processes}-{k}") for k in range(clients)]
+    per_client = max(1, calls // clients)
+    if processes == 1:
+        found = [clients_run(runs=runs, per_client=per_client)]
+    else:
+        connections.close_all()  # the children open their own; nothing of this process is shared
+        start_at = time.time() + START_DELAY_SECONDS + 0.2 * processes
+        children = []
+        for p in range(processes):
+            plan = root / f"clients-{clients}-{p}.json"
+            fd = os.open(plan, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # tokens inside
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"runs": runs[p::processes], "per_client": per_client, "start_at": start_at}, handle)
+            out = root / f"clients-{clients}-{p}.out.json"
+            children.append((subprocess.Popen(manage_argv("bench_gateway", "--clients-child", str(plan),
+                                                          "--child", str(out)), cwd=settings.BASE_DIR), out))
+        found = []
+        for child, out in children:
+            if child.wait() != 0 or not out.exists():
+                raise BenchmarkError("a throughput child process failed", exit_code=child.returncode)
+            found.append(json.loads(out.read_text(encoding="utf-8")))
+    done = sum(f["calls"] for f in found)
+    elapsed = max(f["ended"] for f in found) - min(f["started"] for f in found)
+    return {"clients": clients, "processes": processes, "calls": done, "seconds": round(elapsed, 3),
+            "calls_per_second": round(done / elapsed, 1),
+            "errors": [e for f in found for e in f["errors"]][:5]}
+
+
+def clients_child(*, plan: Path, out: Path) -> None:
+    """The body of ``bench_gateway --clients-child PLAN --child OUT``: run the plan's clients from
+    its start moment and write what :func:`clients_run` returns to ``out``."""
+    spec = json.loads(plan.read_text(encoding="utf-8"))
+    found = clients_run(runs=[tuple(r) for r in spec["runs"]], per_client=int(spec["per_client"]),
+                        start_at=float(spec["start_at"]))
+    out.write_text(json.dumps(found), encoding="utf-8")
