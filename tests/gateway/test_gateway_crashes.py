@@ -57,14 +57,9 @@ def test_it_has_one_effect_per_call_id_after_the_gateway_is_killed_mid_call_on_p
     _killed_mid_call_story(gw, point)
 
 
-def _killed_mid_call_story(gw, point: str) -> None:
-    port = free_port()
-    doomed = gateway_start(port, RATCHET_CRASH_AT=point)
-    first = _client(port, gw.token)
-    doomed.wait(timeout=60)
-    assert doomed.returncode == -9, doomed.stderr.read()
-    assert first.returncode != 0  # the client died with its gateway
-    gateway_stop(doomed)
+def _restarted_client_makes_every_call_once(gw) -> None:
+    """A new gateway and a new client make all the calls: each call id recorded once, one
+    effect per key in the adapter's own journal."""
     port = free_port()
     gateway = gateway_start(port)
     try:
@@ -73,11 +68,21 @@ def _killed_mid_call_story(gw, point: str) -> None:
         gateway_stop(gateway)
     assert second.returncode == 0, second.stderr
     assert events(second.stdout)[-1] == {"outcome": "done", "executed": CALLS}
-    state = checkpoint_verify(run_id=gw.run_id).state
-    calls = state.planner_state["calls"]
+    calls = checkpoint_verify(run_id=gw.run_id).state.planner_state["calls"]
     keys = {derive_key(run_id=gw.run_id, cursor=c["cursor"], replan_epoch=c["epoch"]) for c in calls.values()}
     assert sorted(calls) == [f"note-{i}" for i in range(CALLS)]
     assert gw.effects() == {key: 1 for key in keys}
+
+
+def _killed_mid_call_story(gw, point: str) -> None:
+    port = free_port()
+    doomed = gateway_start(port, RATCHET_CRASH_AT=point)
+    first = _client(port, gw.token)
+    doomed.wait(timeout=60)
+    assert doomed.returncode == -9, doomed.stderr.read()
+    assert first.returncode != 0  # the client died with its gateway
+    gateway_stop(doomed)
+    _restarted_client_makes_every_call_once(gw)
     for i in range(CALLS):
         assert (gw.workspace / f"notes/{i}.txt").read_text() == f"note {i}\n"
     if point.startswith(("workspace.", "engine.after_execute", "engine.before_execute")):
@@ -106,18 +111,7 @@ def test_a_gateway_killed_while_its_lease_is_warm_is_taken_over_once_the_lease_e
         assert "/gateway-" in holder  # still warm when the kill lands
     finally:
         gateway_stop(doomed)
-    port = free_port()
-    gateway = gateway_start(port)
-    try:
-        second = _client(port, gw.token)
-    finally:
-        gateway_stop(gateway)
-    assert second.returncode == 0, second.stderr
-    assert events(second.stdout)[-1] == {"outcome": "done", "executed": CALLS}
-    calls = checkpoint_verify(run_id=gw.run_id).state.planner_state["calls"]
-    keys = {derive_key(run_id=gw.run_id, cursor=c["cursor"], replan_epoch=c["epoch"]) for c in calls.values()}
-    assert sorted(calls) == [f"note-{i}" for i in range(CALLS)]
-    assert gw.effects() == {key: 1 for key in keys}
+    _restarted_client_makes_every_call_once(gw)
     previous = TraceEvent.objects.filter(run_id=gw.run_id, event_type="lease.acquired").values_list(
         "payload__previous_owner", flat=True)
     assert any("/gateway-" in (owner or "") for owner in previous)  # a takeover of the dead one's lease
