@@ -5,10 +5,12 @@ lease by design) and makes ``per_client`` calls back to back. With one process t
 threads of the measuring process, so Python's global interpreter lock caps the figure at about
 one core. A deployment serves the gateway from several worker processes (the deploy guide's
 ``Procfile``), so ``processes > 1`` splits the clients over that many child processes
-(``manage.py bench_gateway --clients-child``), each with its threads, started together at one
-moment of the shared wall clock; the figure is all their calls over the time from that moment
-to the last process's end. Runs and tokens go to the children in a file of mode 0600 in the
-scratch directory, never on a command line or in the output.
+(``manage.py bench_gateway --clients-child``), each with its threads. Each child says it is
+ready (a file beside its plan) once Django is loaded and its threads wait; the parent then
+writes the start file, and every child starts on seeing it, so no child's start-up is timed;
+the figure is all their calls over the time from the first start to the last end. Runs and
+tokens go to the children in a file of mode 0600 in the scratch directory, never on a command
+line or in the output.
 """
 
 from __future__ import annotations
@@ -29,16 +31,19 @@ from runtime.bench.children import manage_argv
 from runtime.errors import BenchmarkError, GatewayRunBusyError
 from runtime.gateway.calls import call_submit
 
-START_DELAY_SECONDS = 3.0
-"""How far ahead the children's common start moment is set: every child is up by then."""
+READY_SECONDS = 300.0
+"""How long the parent waits for every child to say it is ready (a loaded machine is slow to
+start Django)."""
 
 
-def clients_run(*, runs: list[tuple[str, str]], per_client: int, start_at: float | None = None) -> dict[str, Any]:
+def clients_run(*, runs: list[tuple[str, str]], per_client: int, ready: Path | None = None,
+                go: Path | None = None) -> dict[str, Any]:
     """Drive ``runs`` (``[(run_id, token)]``), one thread each, ``per_client`` calls per run.
 
-    ``start_at``: the wall-clock moment (``time.time()`` seconds) the clients start at (None:
-    as soon as every thread is ready). Returns ``{"calls", "started", "ended", "errors"}``
-    (wall-clock seconds; errors are exception names, at most five).
+    ``ready`` / ``go``: files of a multi-process measurement: this process writes ``ready`` once
+    its threads wait and starts when ``go`` exists (None: start as soon as the threads are
+    ready). Returns ``{"calls", "started", "ended", "errors"}`` (wall-clock seconds; errors are
+    exception names, at most five).
     """
     errors: list[str] = []
     barrier = threading.Barrier(len(runs) + 1)
@@ -62,8 +67,10 @@ def clients_run(*, runs: list[tuple[str, str]], per_client: int, start_at: float
     threads = [threading.Thread(target=client, args=run) for run in runs]
     for t in threads:
         t.start()
-    if start_at is not None:
-        time.sleep(max(0.0, start_at - time.time()))
+    if ready is not None and go is not None:
+        ready.write_text("ready", encoding="utf-8")
+        while not go.exists():
+            time.sleep(0.005)
     barrier.wait()
     started = time.time()
     for t in threads:
@@ -88,18 +95,20 @@ def throughput_measure(*, clients: int, calls: int, processes: int, root: Path,
         found = [clients_run(runs=runs, per_client=per_client)]
     else:
         connections.close_all()  # the children open their own; nothing of this process is shared
-        start_at = time.time() + START_DELAY_SECONDS + 0.2 * processes
+        go = root / f"clients-{clients}.go"
         children = []
         for p in range(processes):
             plan = root / f"clients-{clients}-{p}.json"
             fd = os.open(plan, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # tokens inside
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"runs": runs[p::processes], "per_client": per_client, "start_at": start_at}, handle)
+                json.dump({"runs": runs[p::processes], "per_client": per_client, "go": str(go)}, handle)
             out = root / f"clients-{clients}-{p}.out.json"
             children.append((subprocess.Popen(manage_argv("bench_gateway", "--clients-child", str(plan),
-                                                          "--child", str(out)), cwd=settings.BASE_DIR), out))
+                                                          "--child", str(out)), cwd=settings.BASE_DIR), out, plan))
+        _all_ready([plan.with_suffix(".ready") for _, _, plan in children], children=[c for c, _, _ in children])
+        go.write_text("go", encoding="utf-8")
         found = []
-        for child, out in children:
+        for child, out, _ in children:
             if child.wait() != 0 or not out.exists():
                 raise BenchmarkError("a throughput child process failed", exit_code=child.returncode)
             found.append(json.loads(out.read_text(encoding="utf-8")))
@@ -110,10 +119,21 @@ def throughput_measure(*, clients: int, calls: int, processes: int, root: Path,
             "errors": [e for f in found for e in f["errors"]][:5]}
 
 
+def _all_ready(files: list[Path], *, children: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + READY_SECONDS
+    while not all(f.exists() for f in files):
+        if any(c.poll() is not None for c in children) or time.monotonic() > deadline:
+            for c in children:
+                if c.poll() is None:
+                    c.kill()
+            raise BenchmarkError("a throughput child process did not get ready")
+        time.sleep(0.02)
+
+
 def clients_child(*, plan: Path, out: Path) -> None:
-    """The body of ``bench_gateway --clients-child PLAN --child OUT``: run the plan's clients from
-    its start moment and write what :func:`clients_run` returns to ``out``."""
+    """The body of ``bench_gateway --clients-child PLAN --child OUT``: run the plan's clients once
+    the parent's start file appears and write what :func:`clients_run` returns to ``out``."""
     spec = json.loads(plan.read_text(encoding="utf-8"))
     found = clients_run(runs=[tuple(r) for r in spec["runs"]], per_client=int(spec["per_client"]),
-                        start_at=float(spec["start_at"]))
+                        ready=plan.with_suffix(".ready"), go=Path(spec["go"]))
     out.write_text(json.dumps(found), encoding="utf-8")
