@@ -30,7 +30,8 @@ class ApprovalsFilterForm(forms.Form):
 
 
 class ApprovalForm(forms.Form):
-    """Approve or refresh: the environment fingerprint the operator saw on the page.
+    """Approve or refresh: the environment fingerprint (and, to approve, the intent digest) the
+    operator saw on the page.
 
     The runtime refuses when the environment has changed since (DESIGN.md section 6: approval is
     bound to the state the approver looked at), so the page carries it back as a hidden field.
@@ -42,6 +43,12 @@ class ApprovalForm(forms.Form):
     )
     comment = forms.CharField(max_length=2000, strip=True, required=False)
     """Approve only: an optional comment, signed into the approval (DESIGN.md section 6.15)."""
+    intent_digest = forms.RegexField(
+        regex=r"^sha256:[0-9a-f]{64}$", widget=forms.HiddenInput, required=False,
+        error_messages={"invalid": "the page's intent digest is malformed; reload it"},
+    )
+    """Approve only: the intent digest the card showed; the runtime refuses an approval when the
+    waiting write's digest differs (DESIGN.md section 6.15), so what is signed is what was seen."""
 
 
 DENY_MODES = [("stop", "Deny and stop the run"), ("continue", "Deny and let the agent try something else")]

@@ -78,11 +78,12 @@ def _grant(request: HttpRequest, run_id: str, *, refresh: bool) -> HttpResponse:
     action = _action("refresh" if refresh else "approve", run_id)
     form = ApprovalForm(request.POST)
     if not form.is_valid():
-        messages.error(request, form.errors["environment_fingerprint"][0])
+        messages.error(request, next(iter(form.errors.values()))[0])
         return see_other(action.back)
     call = approval_service.approval_refresh if refresh else approval_service.approval_grant
     rule = {} if refresh else {"may_refresh": request.user.has_perm(Perm.REFRESH_APPROVAL.value),
-                               "comment": form.cleaned_data.get("comment") or None}
+                               "comment": form.cleaned_data.get("comment") or None,
+                               "intent_digest": form.cleaned_data.get("intent_digest") or None}
     try:
         outcome = call(run_id=run_id, approver=request.user.get_username(),
                        environment_fingerprint=form.cleaned_data["environment_fingerprint"], **rule)
@@ -106,7 +107,7 @@ def _granted_message(outcome: ApprovalOutcome, *, approver: str) -> str | SafeSt
 @not_found_is_404
 def approval_approve(request: HttpRequest, run_id: str) -> HttpResponse:
     """Approve the write ``run_id`` waits for (``approval_grant``), bound to the environment
-    fingerprint the page showed; 303 to the run, or back to the queue with the runtime's
+    fingerprint and the intent digest the page showed; 303 to the run, or back to the queue with the runtime's
     refusal. Over existing (expired) evidence this is a refresh, refused by the service unless
     the user also holds the refresh permission (DESIGN.md section 6.6)."""
     return _grant(request, run_id, refresh=False)
