@@ -114,8 +114,10 @@ class Command(BaseCommand):
         items = [BatchItem(*triple) for triple in options["item"]]
         if options["from_file"]:
             items += batch_items_read(options["from_file"])
+        # The shell holds every permission, as for `approve` (whose grant may refresh): an item
+        # with expired evidence is refreshed here as the dashboard's batch does for a user allowed to.
         results = approvals_batch_decide(items=items, approver=options["approver"], decision=options["decision"],
-                                         reason=options["reason"], comment=options["comment"],
+                                         reason=options["reason"], comment=options["comment"], may_refresh=True,
                                          mode=DenyMode.CONTINUE if options["keep_going"] else DenyMode.STOP)
         for result in results:
             self.stdout.write(json.dumps(result.as_dict(), sort_keys=True))
