@@ -20,9 +20,9 @@ from review.scope import scope_set
 from runtime.engine import run_advance, run_start
 from runtime.models import EnvironmentRegistration, Run
 from tests.engine.support import run_target, trace_events
+from tests.factories import write_scripted_task
 from tests.review.conftest import PASSWORD
 from tests.review.stories import messages
-from tests.factories import write_scripted_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
