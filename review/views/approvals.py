@@ -19,13 +19,14 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST, require_safe
 
-from review.forms import ApprovalForm, ApprovalsFilterForm, DenyForm
+from review.forms import DENY_MODES, ApprovalForm, ApprovalsFilterForm, DenyForm
 from review.permissions import Perm, require_perm
 from review.queries.approvals import approvals_queue
 from review.queries.live import approvals_token, nav_counts
 from review.scope import scope_run_check, scope_sees_all
 from review.views.common import page_render, poll_context, see_other
 from review.views.errors import ACTION_ERRORS, Action, action_failed, not_found_is_404
+from runtime.core.denial_evidence import DenyMode
 from runtime.decisions import approvals as approval_service
 from runtime.decisions import denials as denial_service
 from runtime.decisions.approvals import ApprovalOutcome
@@ -64,6 +65,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
         "can_deny": user.has_perm(Perm.DENY_ACTION.value),
         "can_amend": user.has_perm(Perm.AMEND_ACTION.value),
         "scoped": not scope_sees_all(user=user),  # attachment links carry ?run=
+        "deny_modes": DENY_MODES, "deny_stop": DenyMode.STOP.value,
     }
     if live["announce"]:
         context["announce"] = f"Approvals queue updated: {counts.approvals_label} waiting."
@@ -144,7 +146,7 @@ def approval_deny(request: HttpRequest, run_id: str) -> HttpResponse:
             intent_digest=data.get("intent_digest") or None)
     except ACTION_ERRORS as exc:
         return action_failed(request, exc, action)
-    told = " The agent is told your reason and plans something else." if form.deny_mode() == "continue" else ""
+    told = " The agent is told your reason and plans something else." if form.deny_mode() == DenyMode.CONTINUE else ""
     messages.success(request, format_html(
         "Denied: the write will not run and the run is now <strong>{}</strong>.{}", outcome.phase, told))
     return see_other(action.result)
