@@ -203,6 +203,37 @@ def test_another_tools_approval_is_left_to_the_caller_instead_of_running_again(w
     assert effects(web, run.run_id) == {}
 
 
+def test_the_tutorials_hand_written_loop_hands_another_tools_approval_to_the_caller(web, fake_model) -> None:
+    model = fake_model([{"tool": "ring_bell", "arguments": {"room": "lab"}}, {"content": "Rang."}])
+    run = agent_run(web)
+    ratchet = RatchetTools(web.base_url, token=run.token, run_id=run.run_id, poll_seconds=0.1)
+
+    @function_tool(needs_approval=True)
+    def ring_bell(room: str) -> str:
+        """Ring the bell of a room (not a Ratchet tool: the caller approves it)."""
+        return f"rang {room}"
+
+    agent = _agent(model.base_url, ratchet, ring_bell)
+
+    async def story() -> RunResult:
+        # The loop of runtime/docs/tutorials/openai-agents.md, "Without the helper: the SDK's own loop".
+        result = await Runner.run(agent, "Ring the bell.")
+        while result.interruptions:
+            state = await ratchet.settle(result)
+            yours = [item for item in state.get_interruptions() if item.tool_name not in ratchet.write_tools]
+            if yours:
+                break
+            result = await Runner.run(agent, state)
+        [item] = yours
+        state.approve(item)  # the caller's own decision, then the resume
+        return await Runner.run(agent, state)
+
+    done = asyncio.run(asyncio.wait_for(story(), timeout=120))
+    assert _outputs(done) == ["rang lab"] and done.final_output == "Rang."
+    assert model.requests_per_step() == {0: 1, 1: 1}, "the loop stopped at the interruption instead of spinning"
+    assert effects(web, run.run_id) == {}
+
+
 def test_a_continue_denial_gives_the_reason_to_the_model_and_the_run_goes_on(web, fake_model) -> None:
     note = ("notes/ask-finance.txt", "please raise max to 3\n")
     model = fake_model([write("config/limits.toml", "max = 3\n"), write(*note), {"content": "Asked finance."}])
