@@ -47,16 +47,31 @@ class ReregisterForm(forms.Form):
 
 
 def _refusal(run: Run, *, user: object) -> str | None:
-    """Why this person may not re-register ``run``'s environment, or None."""
+    """Why this person may not re-register ``run``'s environment at all, or None."""
     if run.stop_reason != REREGISTER_STOP_REASON:
         return (f"run {run.run_id} did not stop on an adapter refusal (its stop reason is "
                 f"{run.stop_reason or 'none'}); re-registration is only for an environment whose fence "
-                "was raised outside the control plane")
+                "was raised outside the control plane.")
     on_environment = Run.objects.filter(environment_instance_id=run.environment_instance_id)
     if scope_filter(user=user, queryset=on_environment).count() != on_environment.count():
         return ("the environment also serves runs outside your tenant scope and re-registering it changes "
-                "them too; ask someone whose scope covers every run on it")
+                "them too; ask someone whose scope covers every run on it.")
+    if not settings.RATCHET_REVIEW_PASSWORD_FALLBACK:
+        return ("password re-entry is turned off here (RATCHET_REVIEW_PASSWORD_FALLBACK=0); sign the "
+                "statement with your own reviewer key: manage.py environments reregister.")
     return None
+
+
+def _password_refused(request: HttpRequest, form: ReregisterForm) -> str | None:
+    """Why the form or the re-entered password is refused (a wrong one counted like a failed
+    sign-in, ``review.stepup``), or None when it is valid and the person's password."""
+    lockout = stepup_locked(request=request)
+    if lockout is not None:
+        return f"too many wrong passwords; try again in {lockout.retry_after_seconds} seconds."
+    if not form.is_valid():
+        return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+    ok, _ = stepup_password_check(request=request, password=form.cleaned_data["password"])
+    return None if ok else "that is not your password. Nothing was signed."
 
 
 @require_perm(Perm.DECIDE_CASE)
@@ -68,28 +83,10 @@ def environment_reregister_view(request: HttpRequest, run_id: str) -> HttpRespon
     their password is re-entered; every answer is a 303 to the run page with a message."""
     run = run_get(run_id=run_id, user=request.user)
     page = reverse("review:run", args=[run_id])
-    refusal = _refusal(run, user=request.user)
-    if refusal is not None:
-        messages.error(request, f"{_NOT_DONE}: {refusal}.")
-        return see_other(page)
-    if not settings.RATCHET_REVIEW_PASSWORD_FALLBACK:
-        messages.error(request, f"{_NOT_DONE}: password re-entry is turned off here "
-                                "(RATCHET_REVIEW_PASSWORD_FALLBACK=0); sign the statement with your own reviewer "
-                                "key: manage.py environments reregister.")
-        return see_other(page)
-    lockout = stepup_locked(request=request)
-    if lockout is not None:
-        messages.error(request, f"{_NOT_DONE}: too many wrong passwords; try again in "
-                                f"{lockout.retry_after_seconds} seconds.")
-        return see_other(page)
     form = ReregisterForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, f"{_NOT_DONE}: " + "; ".join(
-            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
-        return see_other(page)
-    ok, _ = stepup_password_check(request=request, password=form.cleaned_data["password"])
-    if not ok:
-        messages.error(request, f"{_NOT_DONE}: that is not your password. Nothing was signed.")
+    refusal = _refusal(run, user=request.user) or _password_refused(request, form)
+    if refusal is not None:
+        messages.error(request, f"{_NOT_DONE}: {refusal}")
         return see_other(page)
     try:
         done = reregistration_service.environment_reregister(signed=reregistration_service.reregistration_sign(
