@@ -9,8 +9,6 @@ person's own browser out of deciding; anything else counts against the username 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.http import HttpRequest
 
 from review.throttle import (
@@ -22,17 +20,10 @@ from review.throttle import (
 )
 
 
-@dataclass(frozen=True)
-class _Who:
-    username: str
-    ip: str
-    device: str | None
-
-
-def _who(request: HttpRequest) -> _Who:
+def _who(request: HttpRequest) -> tuple[str, str, str | None]:
+    """``(username, client address, known device id or None)`` of a signed-in request."""
     username = request.user.get_username()
-    return _Who(username=username, ip=request.META.get("REMOTE_ADDR", ""),
-                device=device_id(request=request, username=username))
+    return username, request.META.get("REMOTE_ADDR", ""), device_id(request=request, username=username)
 
 
 def stepup_locked(*, request: HttpRequest) -> Lockout | None:
@@ -45,8 +36,8 @@ def stepup_locked(*, request: HttpRequest) -> Lockout | None:
         a :class:`review.throttle.Lockout` (``retry_after_seconds`` >= 1) while the counter this
         request is judged by is locked; while locked the password is not checked at all.
     """
-    who = _who(request)
-    return login_throttle_check(username=who.username, ip=who.ip, device=who.device)
+    username, ip, device = _who(request)
+    return login_throttle_check(username=username, ip=ip, device=device)
 
 
 def stepup_password_check(*, request: HttpRequest, password: str) -> tuple[bool, Lockout | None]:
@@ -62,8 +53,8 @@ def stepup_password_check(*, request: HttpRequest, password: str) -> tuple[bool,
         ``(True, None)`` when it is the person's password (their counter is cleared);
         ``(False, lockout or None)`` otherwise, the lockout being the one this failure triggered.
     """
-    who = _who(request)
+    username, ip, device = _who(request)
     if not request.user.check_password(password):
-        return False, login_failure_record(username=who.username, ip=who.ip, device=who.device)
-    login_success_record(username=who.username, device=who.device)
+        return False, login_failure_record(username=username, ip=ip, device=device)
+    login_success_record(username=username, device=device)
     return True, None
