@@ -14,6 +14,7 @@ from django import forms
 from django.core import signing
 
 from runtime.core.checkpoint import DecisionKind
+from runtime.core.denial_evidence import DenyMode
 from runtime.core.evidence import DECISION_BOUND_FIELDS
 from runtime.models import CaseStatus
 
@@ -30,7 +31,8 @@ class ApprovalsFilterForm(forms.Form):
 
 
 class ApprovalForm(forms.Form):
-    """Approve or refresh: the environment fingerprint the operator saw on the page.
+    """Approve or refresh: the environment fingerprint (and, to approve, the intent digest) the
+    operator saw on the page.
 
     The runtime refuses when the environment has changed since (DESIGN.md section 6: approval is
     bound to the state the approver looked at), so the page carries it back as a hidden field.
@@ -42,10 +44,23 @@ class ApprovalForm(forms.Form):
     )
     comment = forms.CharField(max_length=2000, strip=True, required=False)
     """Approve only: an optional comment, signed into the approval (DESIGN.md section 6.15)."""
+    intent_digest = forms.RegexField(
+        regex=r"^sha256:[0-9a-f]{64}$", widget=forms.HiddenInput, required=False,
+        error_messages={"invalid": "the page's intent digest is malformed; reload it"},
+    )
+    """Approve only: the intent digest the card showed; the runtime refuses an approval when the
+    waiting write's digest differs (DESIGN.md section 6.15), so what is signed is what was seen."""
 
 
-DENY_MODES = [("stop", "Deny and stop the run"), ("continue", "Deny and let the agent try something else")]
-"""The two ways to deny (DESIGN.md section 6.14); ``stop`` is what a form without a choice does."""
+DENY_MODE_LABELS = {
+    DenyMode.STOP: "stop the run",
+    DenyMode.CONTINUE: "let the agent try something else (it is told your reason)",
+}
+"""What each way to deny does, as the deny forms offer it (one label per :class:`DenyMode`)."""
+
+DENY_MODES = [(mode.value, DENY_MODE_LABELS[mode]) for mode in DenyMode]
+"""The ways to deny (DESIGN.md section 6.14), from :class:`DenyMode` alone: the forms' choices and
+the radio buttons the templates show. ``stop`` is what a form without a choice does."""
 
 
 class DenyForm(forms.Form):
@@ -60,7 +75,7 @@ class DenyForm(forms.Form):
 
     def deny_mode(self) -> str:
         """The chosen mode (``stop`` when none was chosen)."""
-        return self.cleaned_data.get("mode") or "stop"
+        return self.cleaned_data.get("mode") or DenyMode.STOP.value
 
 
 class CaseFilterForm(forms.Form):

@@ -7,7 +7,8 @@ from typing import Any
 
 from django import forms
 
-from runtime.core.nesting import json_loads_bounded
+from runtime.decisions.amend_arguments import arguments_parse
+from runtime.errors import AmendmentPolicyError
 
 MAX_ARGUMENTS_CHARS = 1_100_000
 """Enough for the largest file content an action may carry (1,000,000 characters) and its JSON escaping."""
@@ -29,14 +30,10 @@ class AmendForm(forms.Form):
     step = forms.ChoiceField(choices=[("preview", "preview"), ("confirm", "confirm")])
 
     def clean_arguments(self) -> dict[str, Any]:
-        raw = self.cleaned_data["arguments"]
         try:
-            value = json_loads_bounded(raw)
-        except ValueError:  # NestingTooDeepError is a ValueError too
-            raise forms.ValidationError("the arguments are not valid JSON") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("the arguments must be a JSON object")
-        return value
+            return arguments_parse(self.cleaned_data["arguments"])
+        except AmendmentPolicyError as exc:
+            raise forms.ValidationError(exc.message) from None
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

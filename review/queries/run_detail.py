@@ -117,9 +117,10 @@ def attachment_find(*, digest: str, user: Any, run_id: str = "") -> Attachment |
     if digest in {a.digest for a in checkpoint_committed(run_id=run_id).attachments}:
         return row
     # An amended action's diff is in its intent.amended event (DESIGN.md section 6.13).
-    diffs = TraceEvent.objects.filter(run_id=run_id, event_type__in=("intent.proposed", "intent.amended")
-                                      ).values_list("payload", flat=True)
-    return row if any(p.get("dry_run_diff") == digest for p in diffs) else None
+    # Matched by the database (a JSON key lookup), so a long trace is never loaded to find one.
+    diffs = TraceEvent.objects.filter(run_id=run_id, event_type__in=("intent.proposed", "intent.amended"),
+                                      payload__dry_run_diff=digest)
+    return row if diffs.exists() else None
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,6 @@ def _page(run_id: str) -> str:
     return reverse("review:approval-amend", args=[run_id])
 
 
-def _submit(run_id: str) -> str:
-    return reverse("review:amend", args=[run_id])
-
-
 @require_perm(Perm.AMEND_ACTION)
 @require_safe
 @not_found_is_404
@@ -46,11 +42,11 @@ def approval_amend_page(request: HttpRequest, run_id: str) -> HttpResponse:
     scope_run_check(user=request.user, run_id=run_id)  # DESIGN.md section 6.6, before any read
     context: dict[str, Any] = {"run_id": run_id}
     try:
-        pending, arguments = amend_service.proposed_arguments(run_id=run_id)
-        context["proposed_intent_digest"] = pending.intent_digest
-        context["proposed"] = pending.action.model_dump(mode="json")
-        context["arguments"] = arguments_text(arguments)
-        context["preview"] = amend_service.amendment_preview(run_id=run_id, arguments=arguments)
+        # One preview of the proposed arguments (restored and checked once): it carries the
+        # proposed action, its intent digest and the arguments as well as the diff.
+        preview = amend_service.amendment_preview(run_id=run_id)
+        context.update(proposed_intent_digest=preview.proposed_intent_digest, proposed=preview.proposed,
+                       arguments=arguments_text(preview.arguments), preview=preview)
     except RatchetError as exc:
         if isinstance(exc, tuple(NOT_FOUND)):
             raise

@@ -19,13 +19,14 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST, require_safe
 
-from review.forms import ApprovalForm, ApprovalsFilterForm, DenyForm
+from review.forms import DENY_MODES, ApprovalForm, ApprovalsFilterForm, DenyForm
 from review.permissions import Perm, require_perm
 from review.queries.approvals import approvals_queue
 from review.queries.live import approvals_token, nav_counts
 from review.scope import scope_run_check, scope_sees_all
 from review.views.common import page_render, poll_context, see_other
 from review.views.errors import ACTION_ERRORS, Action, action_failed, not_found_is_404
+from runtime.core.denial_evidence import DenyMode
 from runtime.decisions import approvals as approval_service
 from runtime.decisions import denials as denial_service
 from runtime.decisions.approvals import ApprovalOutcome
@@ -64,6 +65,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
         "can_deny": user.has_perm(Perm.DENY_ACTION.value),
         "can_amend": user.has_perm(Perm.AMEND_ACTION.value),
         "scoped": not scope_sees_all(user=user),  # attachment links carry ?run=
+        "deny_modes": DENY_MODES, "deny_stop": DenyMode.STOP.value,
     }
     if live["announce"]:
         context["announce"] = f"Approvals queue updated: {counts.approvals_label} waiting."
@@ -78,11 +80,12 @@ def _grant(request: HttpRequest, run_id: str, *, refresh: bool) -> HttpResponse:
     action = _action("refresh" if refresh else "approve", run_id)
     form = ApprovalForm(request.POST)
     if not form.is_valid():
-        messages.error(request, form.errors["environment_fingerprint"][0])
+        messages.error(request, next(iter(form.errors.values()))[0])
         return see_other(action.back)
     call = approval_service.approval_refresh if refresh else approval_service.approval_grant
     rule = {} if refresh else {"may_refresh": request.user.has_perm(Perm.REFRESH_APPROVAL.value),
-                               "comment": form.cleaned_data.get("comment") or None}
+                               "comment": form.cleaned_data.get("comment") or None,
+                               "intent_digest": form.cleaned_data.get("intent_digest") or None}
     try:
         outcome = call(run_id=run_id, approver=request.user.get_username(),
                        environment_fingerprint=form.cleaned_data["environment_fingerprint"], **rule)
@@ -106,7 +109,7 @@ def _granted_message(outcome: ApprovalOutcome, *, approver: str) -> str | SafeSt
 @not_found_is_404
 def approval_approve(request: HttpRequest, run_id: str) -> HttpResponse:
     """Approve the write ``run_id`` waits for (``approval_grant``), bound to the environment
-    fingerprint the page showed; 303 to the run, or back to the queue with the runtime's
+    fingerprint and the intent digest the page showed; 303 to the run, or back to the queue with the runtime's
     refusal. Over existing (expired) evidence this is a refresh, refused by the service unless
     the user also holds the refresh permission (DESIGN.md section 6.6)."""
     return _grant(request, run_id, refresh=False)
@@ -143,7 +146,7 @@ def approval_deny(request: HttpRequest, run_id: str) -> HttpResponse:
             intent_digest=data.get("intent_digest") or None)
     except ACTION_ERRORS as exc:
         return action_failed(request, exc, action)
-    told = " The agent is told your reason and plans something else." if form.deny_mode() == "continue" else ""
+    told = " The agent is told your reason and plans something else." if form.deny_mode() == DenyMode.CONTINUE else ""
     messages.success(request, format_html(
         "Denied: the write will not run and the run is now <strong>{}</strong>.{}", outcome.phase, told))
     return see_other(action.result)

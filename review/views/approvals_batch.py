@@ -21,6 +21,7 @@ from review.forms_batch import BatchForm
 from review.permissions import Perm, require_perm
 from review.scope import scope_run_check
 from review.views.common import see_other
+from runtime.core.denial_evidence import DenyMode
 from runtime.decisions import batch as batch_service
 from runtime.decisions.batch import BatchResult
 from runtime.errors import RatchetError
@@ -45,7 +46,7 @@ def approvals_batch(request: HttpRequest) -> HttpResponse:
     try:
         results = batch_service.approvals_batch_decide(
             items=form.items(), approver=user.get_username(), decision=data["decision"], reason=data["reason"],
-            mode=data.get("mode") or "stop", comment=data.get("comment") or None,
+            mode=data.get("mode") or DenyMode.STOP, comment=data.get("comment") or None,
             may_refresh=user.has_perm(Perm.REFRESH_APPROVAL.value),
             check=lambda run_id: scope_run_check(user=user, run_id=run_id))
     except RatchetError as exc:

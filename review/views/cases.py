@@ -32,7 +32,7 @@ from review.queries.cases import case_counts, case_get, case_list
 from review.queries.conflict_evidence import conflict_evidence
 from review.queries.live import cases_token, nav_counts
 from review.scope import scope_case_check
-from review.throttle import login_failure_record, login_success_record, login_throttle_check
+from review.stepup import stepup_locked, stepup_password_check
 from review.views.common import fragment_requested, page_render, poll_context, see_other
 from review.views.errors import ACTION_ERRORS, Action, action_failed, not_found_is_404
 from runtime.core.checkpoint import SignedDecision
@@ -121,19 +121,17 @@ def case_decide(request: HttpRequest, case_id: str) -> HttpResponse:
 
 def _password_refused(request: HttpRequest, case_id: str, form: DecisionForm) -> HttpResponse | None:
     """The case page re-shown (400, or 429 while locked) unless the form is valid and the
-    password is the signed-in reviewer's; a wrong one counts like a failed sign-in."""
-    username = request.user.get_username()
-    ip = request.META.get("REMOTE_ADDR", "")
-    lockout = login_throttle_check(username=username, ip=ip)
+    password is the signed-in reviewer's; a wrong one counts like a failed sign-in, on the
+    counter the sign-in page would use for this browser (``review.stepup``)."""
+    lockout = stepup_locked(request=request)
     if lockout is not None:
         return _case_page(request, case_id, form=form, status=429, lockout=lockout)
     if not form.is_valid():
         return _case_page(request, case_id, form=form, status=400)
-    if not request.user.check_password(form.cleaned_data["password"]):
-        lockout = login_failure_record(username=username, ip=ip)
+    ok, lockout = stepup_password_check(request=request, password=form.cleaned_data["password"])
+    if not ok:
         form.add_error("password", "That is not your password. Nothing was signed.")
         return _case_page(request, case_id, form=form, status=429 if lockout else 400, lockout=lockout)
-    login_success_record(username=username)
     return None
 
 

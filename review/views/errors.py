@@ -110,13 +110,11 @@ def _not_found_text(exc: BaseException) -> str:
 
 
 def lease_held_message(exc: LeaseHeldError, *, unchanged: str = "nothing was changed") -> str:
-    """The one wording of a run whose lease someone else holds, naming the holder as the run
-    page does ("Lease holder"): a worker id, or ``<role>:<person>:<random>`` for a person's
-    session (``runtime.checkpoints.session.person_worker_id``)."""
-    holder = exc.context.get("holder") or "another worker"
-    return (f"Lease holder {holder} is changing this run right now (a worker, another person, or "
-            f"you in another tab or window), so {unchanged}. Reload in a few seconds to see the "
-            "current state.")
+    """The one wording of a run whose lease someone else holds (``LeaseHeldError.busy_text``, which
+    ``manage.py approvals`` shows too), naming the holder as the run page does ("Lease holder"): a
+    worker id, or ``<role>:<person>:<random>`` for a person's session
+    (``runtime.checkpoints.session.person_worker_id``)."""
+    return exc.busy_text(unchanged=unchanged, then="Reload in a few seconds to see the current state.")
 
 
 def refusal_message(exc: BaseException, *, failed: str, unchanged: str = "nothing was changed") -> str:

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -117,14 +118,16 @@ def _run_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "can_cancel": user.has_perm(Perm.CANCEL_RUN.value),
         "can_approve": user.has_perm(Perm.APPROVE_ACTION.value),
         "can_decide": user.has_perm(Perm.DECIDE_CASE.value),
+        "password_fallback": settings.RATCHET_REVIEW_PASSWORD_FALLBACK,  # re-registration's step-up
         "scoped": not scope_sees_all(user=user),  # attachment links carry ?run=
-        **second_chance_context(run=run, user=user),
     }
 
 
 def _run_regions(request: HttpRequest, run: Run, partial: str | None) -> dict[str, Any]:
     """The data of the regions ``partial`` shows (``None``: the whole page, or a poll)."""
     regions: dict[str, Any] = {}
+    if partial in (None, "status"):  # only the status card shows second chances
+        regions.update(second_chance_context(run=run, user=request.user))
     if partial in (None, "checkpoints"):
         regions["checkpoints"] = checkpoint_list(run=run, page_number=request.GET.get("checkpoints_page"))
     if partial in (None, "timeline"):

@@ -7,7 +7,8 @@ for ``write_file`` (content read from its blob), ``{"path"}`` for ``delete_file`
 action). :func:`arguments_to_action` turns edited arguments back into an action of the same kind
 and risk, validated with the same argument models the chat-tools planner uses for a model's call
 (path rule, content size); the run's policy and the adapter's own checks come after, in the
-service. :func:`arguments_assign` applies ``--set key=value`` pairs from the command line.
+service. :func:`arguments_assign` applies ``--set key=value`` pairs from the command line, and
+:func:`arguments_parse` reads arguments given as JSON text (the dashboard's form, the CLI's ``--json``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from runtime.core.checkpoint import Action
+from runtime.core.nesting import json_loads_bounded
 from runtime.errors import AmendmentPolicyError, AmendmentRefusedError
 from runtime.planners.chat_tools.tools import DeleteFileArgs, WriteFileArgs
 
@@ -86,6 +88,29 @@ def arguments_to_action(original: Action, arguments: Mapping[str, Any], *,
         fields = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
         raise AmendmentPolicyError(f"the amended arguments are not a valid {original.kind}: {fields[:400]}",
                                    action_kind=original.kind) from None
+
+
+def arguments_parse(text: str) -> dict[str, Any]:
+    """The arguments an approver wrote as JSON text, read the same way wherever they come from:
+    the dashboard's amend form and ``manage.py approvals amend --json`` (DESIGN.md section 6.13).
+
+    Args:
+        text: JSON text; nesting deeper than ``runtime.core.nesting.MAX_NESTING_DEPTH`` is refused
+            before parsing.
+
+    Returns:
+        The JSON object as a dict (not yet checked against the action's argument model).
+
+    Raises:
+        AmendmentPolicyError: the text is not valid JSON (or nests too deep), or is not an object.
+    """
+    try:
+        value = json_loads_bounded(text)
+    except ValueError:  # NestingTooDeepError is a ValueError too
+        raise AmendmentPolicyError("the arguments are not valid JSON") from None
+    if not isinstance(value, dict):
+        raise AmendmentPolicyError("the arguments must be a JSON object")
+    return value
 
 
 def arguments_assign(arguments: Mapping[str, Any], pairs: list[str]) -> dict[str, Any]:

@@ -15,6 +15,22 @@ class LeaseHeldError(LeaseError):
     retryable = True
     hint = "wait for the lease to expire or for the holder to release it"
 
+    def busy_text(self, *, unchanged: str = "nothing was changed", then: str = "Try again in a few seconds.") -> str:
+        """The one wording a person is shown when someone else holds the run's lease: the
+        dashboard's (``review.views.errors.lease_held_message``) and ``manage.py approvals``'.
+
+        Args:
+            unchanged: what did not happen, e.g. ``"nothing was approved"``.
+            then: what to do next, as a sentence (reload the page, run the command again).
+
+        Returns:
+            The text, naming the holder as the run page does ("Lease holder"): a worker id, or
+            ``<role>:<person>:<random>`` for a person's session (DESIGN.md section 4.5).
+        """
+        holder = self.context.get("holder") or "another worker"
+        return (f"Lease holder {holder} is changing this run right now (a worker, another person, or "
+                f"you in another tab or window), so {unchanged}. {then}")
+
 
 class LeaseLostError(LeaseError):
     default_message = "this worker no longer holds the run's lease"

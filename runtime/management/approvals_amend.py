@@ -15,7 +15,7 @@ from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any, TextIO
 
-from runtime.decisions.amend_arguments import arguments_assign
+from runtime.decisions.amend_arguments import arguments_assign, arguments_parse
 from runtime.decisions.amendments import amendment_preview, approval_amend, proposed_arguments
 from runtime.errors import AmendmentPolicyError
 from runtime.management.cli_numbers import seconds
@@ -26,9 +26,11 @@ def amend_parser_add(sub: Any) -> ArgumentParser:
     p: ArgumentParser = sub.add_parser("amend", help="change a waiting write's arguments within the policy, "
                                                      "then approve the amended action")
     p.add_argument("run_id")
-    p.add_argument("--approver", help="who amends and approves (lands in the signed record); not needed "
-                                      "with --show or --dry-run")
+    p.add_argument("--approver", help="who amends and approves (lands in the signed record); --approver, "
+                                      "--fingerprint and --intent are needed to amend, not with --show or --dry-run")
     p.add_argument("--fingerprint", help="the environment fingerprint you reviewed (from `approvals list` or --show)")
+    p.add_argument("--intent", help="the proposed intent digest you reviewed (from `approvals list` or --show); "
+                                    "the amendment is refused if the waiting write is another one by now")
     p.add_argument("--set", dest="assign", action="append", default=[], metavar="KEY=VALUE",
                    help="change one argument (repeatable; params.NAME for a parameter)")
     p.add_argument("--json", dest="json_file", help="a JSON object with all the arguments (- for stdin)")
@@ -48,13 +50,10 @@ def amend_handle(options: dict[str, Any], out: TextIO) -> str:
         :func:`~runtime.decisions.amendments.approval_amend`; the command turns them into its error.
     """
     run_id = options["run_id"]
-    pending, arguments = proposed_arguments(run_id=run_id)
+    _, arguments = proposed_arguments(run_id=run_id)
     if options.get("json_file"):
         raw = sys.stdin.read() if options["json_file"] == "-" else Path(options["json_file"]).read_text("utf-8")
-        try:
-            arguments = json.loads(raw)
-        except ValueError as exc:
-            raise AmendmentPolicyError(f"--json is not JSON: {exc}") from None
+        arguments = arguments_parse(raw)
     arguments = arguments_assign(arguments, options.get("assign") or [])
     if options.get("show") or options.get("dry_run"):
         preview = amendment_preview(run_id=run_id, arguments=arguments)
@@ -66,10 +65,14 @@ def amend_handle(options: dict[str, Any], out: TextIO) -> str:
         out.write(preview.dry_run_diff if preview.dry_run_diff.endswith("\n") or not preview.dry_run_diff
                   else preview.dry_run_diff + "\n")
         return "previewed"
-    if not options.get("approver") or not options.get("fingerprint"):
-        raise AmendmentPolicyError("--approver and --fingerprint are needed to amend (or use --show / --dry-run)")
+    missing = [flag for flag in ("approver", "fingerprint", "intent") if not options.get(flag)]
+    if missing:
+        # The intent is the one the person reviewed, never read back here: an amendment must not
+        # bind itself to a write that replaced the one they looked at (DESIGN.md section 6.13).
+        raise AmendmentPolicyError(", ".join(f"--{flag}" for flag in missing) + " missing: amending needs "
+                                   "--approver, --fingerprint and --intent (or use --show / --dry-run)")
     outcome = approval_amend(run_id=run_id, approver=options["approver"], arguments=arguments,
-                             proposed_intent_digest=pending.intent_digest,
+                             proposed_intent_digest=options["intent"],
                              environment_fingerprint=options["fingerprint"], note=options.get("note") or "",
                              ttl_seconds=options.get("ttl"))
     if outcome.outcome == "reconciled":

@@ -2,7 +2,8 @@
    (no eval, no inline scripts): DESIGN.md section 6.8.
    - Polling pauses while the tab is hidden and catches up at once when it is shown again.
    - A polled swap never replaces a form the user is filling in (it is retried next poll).
-   - Forms with data-confirm ask before they submit (cancel, deny, abort).
+   - Forms (or the submit button pressed) with data-confirm ask before they submit (cancel,
+     deny, batch deny, abort); data-confirm-when="field=value" asks only when that field has it.
    - Buttons with data-copy copy a long id to the clipboard. */
 (function () {
   "use strict";
@@ -52,8 +53,10 @@
 
   document.addEventListener("submit", function (evt) {
     var form = evt.target;
-    var question = form && form.getAttribute && form.getAttribute("data-confirm");
-    var when = form && form.getAttribute && form.getAttribute("data-confirm-when");
+    var button = evt.submitter;
+    var asker = button && button.hasAttribute && button.hasAttribute("data-confirm") ? button : form;
+    var question = asker && asker.getAttribute && asker.getAttribute("data-confirm");
+    var when = asker && asker.getAttribute && asker.getAttribute("data-confirm-when");
     if (question && when) {
       var parts = when.split("=");
       var field = form.elements[parts[0]];

@@ -22,7 +22,8 @@ AMENDED = "max_orders = 2\n"
 def _amend_in_child(story, *, crash_at: str):
     item = story.waiting()
     return item, run_manage("approvals", "amend", story.run_id, "--approver", "olivia",
-                            "--fingerprint", item.environment_fingerprint, "--set", f"content={AMENDED}",
+                            "--fingerprint", item.environment_fingerprint, "--intent", item.intent_digest,
+                            "--set", f"content={AMENDED}",
                             "--note", "finance caps it at 2",
                             env=child_env(RATCHET_CRASH_AT=crash_at, RATCHET_LEASE_SECONDS="1"))
 

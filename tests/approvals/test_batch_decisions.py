@@ -25,6 +25,7 @@ from runtime.models import TraceEvent
 from tests.approvals.conftest import STEPS, ApprovalStory
 from tests.engine.support import restore
 from tests.factories import write_scripted_task
+from tests.review.stories import expired_approval_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,3 +111,15 @@ def test_the_command_decides_each_item_and_fails_naming_the_stale_one(tmp_path, 
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert {r["run_id"]: r["ok"] for r in lines} == {s.run_id: s is not stories[0] for s in stories}
     assert restore(stories[1].run_id).state.pending.approval.comment == COMMENT
+
+
+def test_the_command_refreshes_an_expired_approval_as_the_dashboards_batch_may(tmp_path, ratchet_keys):
+    run_id = expired_approval_run(tmp_path)
+    [item] = approvals_waiting(run_ids=[run_id])
+    out = StringIO()
+    call_command("approvals", "batch", "approve", "--approver", "olivia",
+                 "--item", run_id, item.intent_digest, item.environment_fingerprint, stdout=out)
+    [line] = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert (line["ok"], line["outcome"]) == (True, "refreshed")
+    assert restore(run_id).state.pending.approval.approver == "olivia"
+    assert run_advance(run_id=run_id, worker="worker-b").phase == "completed"

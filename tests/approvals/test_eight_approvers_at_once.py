@@ -12,7 +12,11 @@ import subprocess
 import sys
 
 import pytest
+from django.core.management import CommandError, call_command
 
+import runtime.management.commands.approvals as command
+from review.views.errors import lease_held_message
+from runtime.errors import LeaseHeldError
 from runtime.models import TraceEvent
 from tests.helpers.procs import MANAGE, ROOT, child_env
 
@@ -40,3 +44,19 @@ def test_f9_it_grants_once_and_tells_every_loser_why(story):
     refused = TraceEvent.objects.filter(run_id=story.run_id, event_type="approval.refused").count()
     assert granted == 1
     assert refused == len(losers)
+
+
+def test_the_command_words_a_held_lease_as_the_dashboard_does(monkeypatch):
+    held = LeaseHeldError(run_id="run-x", holder="operator:olivia:4f2a")
+
+    def busy(**kwargs):
+        raise held
+
+    monkeypatch.setattr(command, "approval_grant", busy)
+    with pytest.raises(CommandError) as refused:
+        call_command("approvals", "approve", "run-x", "--approver", "olivia", "--fingerprint", "sha256:" + "a" * 64)
+
+    shared = lease_held_message(held, unchanged="nothing was approved").removesuffix(
+        "Reload in a few seconds to see the current state.")
+    assert str(refused.value) == shared + "Run the command again in a few seconds."
+    assert "Lease holder operator:olivia:4f2a is changing this run right now" in shared

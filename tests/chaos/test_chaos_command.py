@@ -21,6 +21,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+import runtime.management.commands.chaos as command
 from runtime.chaos.campaign import ChaosReport
 from runtime.chaos.checks import chaos_checks
 from runtime.chaos.drive import KillSchedule
@@ -113,6 +114,21 @@ def test_it_prepares_the_demo_workspace_and_calls_an_unattended_stop_a_set_up_er
     assert "awaiting_approval" in done.stderr
     assert "VIOLATION" not in done.stdout + done.stderr
     assert "workspace directory does not exist" not in done.stderr
+
+
+def test_an_unknown_fault_kind_is_refused_before_anything_is_made(short_task: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    monkeypatch.setattr(command, "chaos_scratch_create", lambda **kwargs: made.append("scratch"))
+    monkeypatch.setattr(command.tempfile, "mkdtemp", lambda **kwargs: made.append("workdir"))
+    workdir = tmp_path / "never"
+
+    for extra in (["--workdir", str(workdir)], []):
+        with pytest.raises(CommandError, match="--faults 'sigkill,cosmic-ray': choose from sigkill") as refused:
+            call_command("chaos", str(short_task), "--faults", "sigkill,cosmic-ray", *extra)
+        assert refused.value.returncode == 2
+
+    assert made == [] and not workdir.exists(), "no scratch store and no workdir were made"
 
 
 def test_it_gives_a_workspace_task_without_its_directory_a_fresh_one(tmp_path: Path) -> None:

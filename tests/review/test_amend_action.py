@@ -10,6 +10,7 @@ import re
 import pytest
 from django.urls import reverse
 
+import runtime.decisions.amendments as amendments
 from runtime.engine import run_advance
 from tests.review.stories import approval_run, events, hidden, messages, phase
 
@@ -69,3 +70,16 @@ def test_it_refuses_an_amendment_outside_the_policy_and_says_why(client_for, wai
 
 def test_a_reviewer_may_not_amend(client_for, waiting) -> None:
     assert client_for("reviewer").get(reverse("review:approval-amend", args=[waiting])).status_code == 403
+
+
+def test_the_amend_page_restores_and_previews_the_waiting_write_once(client_for, waiting, monkeypatch) -> None:
+    restored: list[str] = []
+    verify = amendments.checkpoint_verify
+    monkeypatch.setattr(amendments, "checkpoint_verify",
+                        lambda **kwargs: restored.append(kwargs["run_id"]) or verify(**kwargs))
+
+    page = client_for("operator").get(reverse("review:approval-amend", args=[waiting])).content.decode()
+
+    assert _arguments(page)["content"] == "max_orders = 3\nmax_refunds = 1\n"
+    assert hidden(page, "proposed_intent_digest").startswith("sha256:")
+    assert restored == [waiting], "one restore of the committed checkpoint per page, not one per read"

@@ -70,6 +70,26 @@ def test_it_refuses_when_the_environment_changed_since_the_operator_looked(
     assert refused["approver"] == "operator" and refused["seen_fingerprint"] == fingerprint
 
 
+def test_it_binds_the_approval_to_the_intent_digest_the_card_showed(client_for, waiting) -> None:
+    client = client_for("operator")
+    page = client.get(reverse("review:approvals")).content.decode()
+    approve = page[page.index(f'action="{reverse("review:approve", args=[waiting])}"'):]
+    shown_digest = hidden(approve, "intent_digest")
+    assert shown_digest.startswith("sha256:"), "the approve form carries the digest it shows"
+    fields = {"environment_fingerprint": hidden(approve, "environment_fingerprint")}
+
+    other = client.post(reverse("review:approve", args=[waiting]),
+                        {**fields, "intent_digest": "sha256:" + "0" * 64}, follow=True)
+
+    [shown] = messages(other.content.decode())
+    assert "Could not approve" in shown and "intent digest differs" in shown
+    assert phase(waiting) == "awaiting_approval" and not events(waiting, "approval.granted")
+    assert client.post(reverse("review:approve", args=[waiting]),
+                       {**fields, "intent_digest": shown_digest}).status_code == 303
+    [granted] = events(waiting, "approval.granted")
+    assert granted["approval"]["intent_digest"] == shown_digest
+
+
 def test_it_refuses_a_malformed_fingerprint_without_calling_the_runtime(
     client_for, waiting
 ) -> None:

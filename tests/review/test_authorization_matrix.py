@@ -33,7 +33,7 @@ from runtime.decisions.approvals import ApprovalOutcome
 from runtime.decisions.reviews import DecisionOutcome
 from runtime.evidence.attachments import attachment_put
 from runtime.gateway.tokens import token_issue
-from runtime.models import GatewayToken, ReviewCase
+from runtime.models import GatewayToken, ReviewCase, Run
 from tests.factories import make_state
 from tests.review.conftest import PASSWORD, PERSONAS
 from tests.review.rows import build_run
@@ -287,7 +287,7 @@ def _action_data(name: str) -> dict[str, str]:
     if name == "notification-add":
         return {"name": "matrix", "channel": "webhook", "target": "http://127.0.0.1:9/hook", "kinds": "run_failed"}
     if name == "environment-reregister":
-        return {"observed_fence": "5", "reason": "matrix"}
+        return {"observed_fence": "5", "reason": "matrix", "password": PASSWORD}
     if name == "notification-change":
         return {"endpoint_id": "1", "change": "toggle"}
     return {}
@@ -356,6 +356,8 @@ def test_it_lets_only_the_right_roles_make_each_change(
     client_for, urls, services, name: str, persona: str
 ) -> None:
     expected = ACTIONS[name][persona]
+    if name == "environment-reregister":  # frozen by a raised fence: the one stop it is for
+        Run.objects.filter(run_id="run-matrix").update(stop_reason="adapter_refused")
     client = client_for(persona, enforce_csrf_checks=True)
     data = {**_action_data(name), "csrfmiddlewaretoken": _csrf_token(client)}
     response = client.post(urls[name], data)

@@ -3,9 +3,12 @@ the operator and the reason in the trace (DESIGN.md section 6.1)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
+from runtime.core.denial_evidence import DenyMode
 from runtime.models import Run
 from tests.review.stories import approval_run, events, messages, phase
 
@@ -38,3 +41,15 @@ def test_it_requires_a_reason(client_for, waiting) -> None:
     assert "A denial needs a reason" in messages(response.content.decode())[0]
     assert phase(waiting) == "awaiting_approval"
     assert not events(waiting, "approval.denied")
+
+
+def test_both_deny_forms_offer_the_deny_modes_and_ask_before_stopping_runs(client_for, waiting) -> None:
+    page = client_for("operator").get(reverse("review:approvals")).content.decode()
+
+    offered = re.findall(r'<input type="radio" name="mode" value="([a-z]+)"', page)
+    assert offered == [m.value for m in DenyMode] * 2, "the single and the batch form, each mode once, in order"
+    assert page.count(f'name="mode" value="{DenyMode.STOP.value}" checked') == 2
+    single = re.search(r'<form [^>]*action="{}"[^>]*>'.format(re.escape(reverse("review:deny", args=[waiting]))), page)
+    batch = re.search(r'<button type="submit" name="decision" value="deny"[^>]*>', page)
+    for asker in (single.group(0), batch.group(0)):
+        assert "data-confirm=" in asker and f'data-confirm-when="mode={DenyMode.STOP.value}"' in asker

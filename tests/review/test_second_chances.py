@@ -14,6 +14,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+import review.views.runs
+from review.scope import scope_set
 from runtime.decisions.cancellation import run_request_cancel
 from runtime.decisions.second_chances import run_infrastructure_stop
 from runtime.engine import run_advance, run_start
@@ -123,3 +125,31 @@ def test_the_command_line_runs_a_cancelled_run_again(tmp_path: Path, ratchet_key
     call_command("second_chance", "again", old, "--by", "olivia", stdout=out)
 
     assert Run.objects.get(run_id=out.getvalue().strip()).again_of == old
+
+
+def test_the_run_page_reads_second_chances_only_for_the_page_and_its_status_card(
+        tmp_path: Path, ratchet_keys, client_for, enqueued, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = _cancelled_run(tmp_path)
+    read: list[str] = []
+    real = review.views.runs.second_chance_context
+    monkeypatch.setattr(review.views.runs, "second_chance_context",
+                        lambda *, run, user: read.append(run.run_id) or real(run=run, user=user))
+    operator, url = client_for("operator"), reverse("review:run", args=[old])
+
+    for target in ("checkpoints", "timeline"):
+        fragment = operator.get(url, headers={"HX-Request": "true", "HX-Target": target})
+        assert fragment.status_code == 200 and "Run again" not in fragment.content.decode()
+    assert read == [], "a checkpoints or timeline fragment does not read second chances"
+    status = operator.get(url, headers={"HX-Request": "true", "HX-Target": "run-status"}).content.decode()
+    assert "Run again" in status and read == [old]
+    assert "Run again" in operator.get(url).content.decode() and read == [old, old]
+
+
+def test_a_second_chance_outside_the_users_scope_is_a_404(
+        tmp_path: Path, ratchet_keys, client_for, enqueued, personas) -> None:
+    old = _cancelled_run(tmp_path)
+    scope_set(user=personas["operator"], tenant_ids=["another-tenant"])
+
+    for name in ("review:run-again", "review:run-resume"):
+        assert client_for("operator").post(reverse(name, args=[old])).status_code == 404
+    assert not Run.objects.filter(again_of=old).exists() and enqueued == [old]

@@ -8,9 +8,10 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
-from review.models import LoginThrottle
+from review.models import LoginThrottle, ThrottleKind
 from runtime.engine import run_advance
 from runtime.models import ReviewCase, Run
 from tests.review.conftest import PASSWORD
@@ -84,6 +85,19 @@ def test_it_locks_the_password_prompt_like_the_sign_in(client_for, conflict, set
     assert _decide(client, conflict.case_id, "abort", password="wrong-2").status_code == 429
     locked = _decide(client, conflict.case_id, "abort")  # the right password, while locked
     assert locked.status_code == 429 and "Too many wrong passwords" in locked.content.decode()
+    assert phase(conflict.run_id) == "needs_review"
+
+
+def test_a_wrong_password_from_a_known_device_counts_on_that_devices_counter(conflict, personas) -> None:
+    browser = Client()
+    signed_in = browser.post(reverse("login"), {"username": "reviewer", "password": PASSWORD})
+    assert signed_in.status_code == 302, "the browser signs in and becomes a known device"
+
+    assert _decide(browser, conflict.case_id, "abort", password="wrong").status_code == 400
+
+    [counted] = LoginThrottle.objects.all()
+    assert (counted.kind, counted.failures) == (ThrottleKind.DEVICE, 1), (
+        "the sign-in page's per-device counter, not the username's that a guesser can lock")
     assert phase(conflict.run_id) == "needs_review"
 
 

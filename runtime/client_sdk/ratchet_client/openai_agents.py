@@ -20,7 +20,10 @@ process (``RunState.from_string``); :meth:`RatchetTools.run` does all of it::
 
     result = await Runner.run(agent, "Write the notes")
     while result.interruptions:
-        result = await Runner.run(agent, await ratchet.settle(result))
+        state = await ratchet.settle(result)
+        if any(item.tool_name not in ratchet.write_tools for item in state.get_interruptions()):
+            break  # another tool's approval: settle leaves it to the caller, who decides, then resumes
+        result = await Runner.run(agent, state)
 
 A write that needs no approval executes already when the SDK asks; the invocation then answers
 with that receipt. A call that meets no final answer (``retryable``: the web process restarting,
@@ -52,12 +55,6 @@ T = TypeVar("T")
 CALL_ID_PREFIX = "oa-"
 """The prefix of a hashed call id (:func:`~ratchet_client.call_ids.ratchet_call_id`): an SDK
 tool-call id the gateway refuses as it is (over 64 characters, or outside ``[A-Za-z0-9_.:-]``)."""
-
-SETTLED_PHASES = ("running", "completed")
-"""Phases of a run whose approval a human settled and which goes on: granted, or denied with
-``mode="continue"`` (the repeated call answers ``executed``, or ``denied`` with the reason). Any
-other (``failed``: denied with ``mode="stop"``, or expired) ended the run: the repeated call is
-refused ``run_stopped`` and the interruption is rejected with its message."""
 
 DENIED = "Ratchet did not execute this call: "
 """How the tool result of a write a human's decision kept from running begins (denied, or the

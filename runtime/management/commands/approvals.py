@@ -26,7 +26,7 @@ from runtime.decisions.approvals import (
 from runtime.decisions.batch import BatchItem, approvals_batch_decide
 from runtime.decisions.denials import approval_deny
 from runtime.demo.services import STATE_FILE, TOKEN_ENV
-from runtime.errors import AdapterError, HttpCredentialExpiredError, RatchetError
+from runtime.errors import AdapterError, HttpCredentialExpiredError, LeaseHeldError, RatchetError
 from runtime.management.approvals_amend import amend_handle, amend_parser_add
 from runtime.management.cli_numbers import seconds
 
@@ -101,6 +101,9 @@ class Command(BaseCommand):
                                            environment_fingerprint=options["fingerprint"], ttl_seconds=options["ttl"])
         except AdapterError as exc:
             raise CommandError(adapter_blocked(run_id=options["run_id"], action=action, error=exc)) from None
+        except LeaseHeldError as exc:  # the dashboard's wording, so a person reads one story
+            raise CommandError(exc.busy_text(unchanged=f"nothing was {_done(action)}",
+                                             then="Run the command again in a few seconds.")) from None
         except RatchetError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{outcome.outcome}: run {outcome.run_id} is now {outcome.phase}"
@@ -114,8 +117,10 @@ class Command(BaseCommand):
         items = [BatchItem(*triple) for triple in options["item"]]
         if options["from_file"]:
             items += batch_items_read(options["from_file"])
+        # The shell holds every permission, as for `approve` (whose grant may refresh): an item
+        # with expired evidence is refreshed here as the dashboard's batch does for a user allowed to.
         results = approvals_batch_decide(items=items, approver=options["approver"], decision=options["decision"],
-                                         reason=options["reason"], comment=options["comment"],
+                                         reason=options["reason"], comment=options["comment"], may_refresh=True,
                                          mode=DenyMode.CONTINUE if options["keep_going"] else DenyMode.STOP)
         for result in results:
             self.stdout.write(json.dumps(result.as_dict(), sort_keys=True))
@@ -145,14 +150,17 @@ def batch_items_read(path: str) -> list[BatchItem]:
     return items
 
 
+def _done(action: str) -> str:
+    return {"approve": "approved", "refresh": "refreshed", "deny": "denied", "amend": "amended"}.get(action, "decided")
+
+
 def adapter_blocked(*, run_id: str, action: str, error: AdapterError) -> str:
     """The message when the run's adapter could not be read from this process: the run still waits.
 
     The adapter error's own hint speaks of a run the engine froze, which this run is not; so the
     message is built from its text and context (never a credential's value) and says what to set.
     """
-    done = {"approve": "approved", "refresh": "refreshed", "deny": "denied", "amend": "amended"}.get(action, "decided")
-    head = (f"nothing was {done}: run {run_id} is still awaiting approval and nothing was written. The run's "
+    head = (f"nothing was {_done(action)}: run {run_id} is still awaiting approval and nothing was written. The run's "
             f"adapter could not check the pending write from this shell ({type(error).__name__}: {error.message}).")
     variable = error.context.get("variable")
     if isinstance(error, HttpCredentialExpiredError) and variable:

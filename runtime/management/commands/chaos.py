@@ -93,10 +93,13 @@ class Command(BaseCommand):
                             help="shell command that restarts the PostgreSQL server, for the pg-restart fault")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        workdir = Path(options["workdir"] or tempfile.mkdtemp(prefix="ratchet-chaos-")).resolve()
+        # Every option is checked before anything is made (a temporary workdir, a scratch store),
+        # so a mistyped fault kind leaves nothing behind.
+        fault_kinds = _fault_kinds(options["faults"])
         task = Path(options["task"]).resolve()
         if not task.is_file():
             raise CommandError(f"set-up error: no task spec at {task}", returncode=EXIT_SETUP)
+        workdir = Path(options["workdir"] or tempfile.mkdtemp(prefix="ratchet-chaos-")).resolve()
         if not options["configured_database"]:
             self._in_scratch(task=task, workdir=workdir, options=options)
             return
@@ -114,7 +117,7 @@ class Command(BaseCommand):
                                     recoverers=options["recoverers"], lease_seconds=options["lease_seconds"],
                                     crash_points=_crash_points() if options["crash_points"] else None,
                                     workdir=workdir, child_timeout=options["timeout"], store=store,
-                                    on_run=progress, fault_kinds=_fault_kinds(options["faults"]),
+                                    on_run=progress, fault_kinds=fault_kinds,
                                     injector=FaultInjector(workdir=workdir,
                                                            restart_command=options["pg_restart_command"]))
         except ValueError as exc:

@@ -176,7 +176,9 @@ def test_the_web_process_and_the_agent_killed_mid_call_leave_one_effect_per_tool
     assert not ReviewCase.objects.filter(run_id=run.run_id).exists()
 
 
-def test_another_tools_approval_is_left_to_the_caller_instead_of_running_again(web, fake_model, tmp_path) -> None:
+def _bell_story(web, fake_model) -> tuple[Any, Any, RatchetTools, Agent]:  # type: ignore[no-untyped-def]
+    """``(model, run, ratchet, agent)``: an agent whose model calls ``ring_bell``, a tool of the
+    caller's own that needs approval (not Ratchet's), then answers "Rang."."""
     model = fake_model([{"tool": "ring_bell", "arguments": {"room": "lab"}}, {"content": "Rang."}])
     run = agent_run(web)
     ratchet = RatchetTools(web.base_url, token=run.token, run_id=run.run_id, poll_seconds=0.1)
@@ -186,7 +188,11 @@ def test_another_tools_approval_is_left_to_the_caller_instead_of_running_again(w
         """Ring the bell of a room (not a Ratchet tool: the caller approves it)."""
         return f"rang {room}"
 
-    agent = _agent(model.base_url, ratchet, ring_bell)
+    return model, run, ratchet, _agent(model.base_url, ratchet, ring_bell)
+
+
+def test_another_tools_approval_is_left_to_the_caller_instead_of_running_again(web, fake_model, tmp_path) -> None:
+    model, run, ratchet, agent = _bell_story(web, fake_model)
     state_file = tmp_path / "state.json"
 
     async def story() -> tuple[RunResult, RunResult]:
@@ -200,6 +206,28 @@ def test_another_tools_approval_is_left_to_the_caller_instead_of_running_again(w
     paused, done = asyncio.run(story())
     assert model.requests_per_step() == {0: 1, 1: 1}, "returned at the interruption: the model was not asked again"
     assert _outputs(done) == ["rang lab"] and done.final_output == "Rang."
+    assert effects(web, run.run_id) == {}
+
+
+def test_the_tutorials_hand_written_loop_hands_another_tools_approval_to_the_caller(web, fake_model) -> None:
+    model, run, ratchet, agent = _bell_story(web, fake_model)
+
+    async def story() -> RunResult:
+        # The loop of runtime/docs/tutorials/openai-agents.md, "Without the helper: the SDK's own loop".
+        result = await Runner.run(agent, "Ring the bell.")
+        while result.interruptions:
+            state = await ratchet.settle(result)
+            yours = [item for item in state.get_interruptions() if item.tool_name not in ratchet.write_tools]
+            if yours:
+                break
+            result = await Runner.run(agent, state)
+        [item] = yours
+        state.approve(item)  # the caller's own decision, then the resume
+        return await Runner.run(agent, state)
+
+    done = asyncio.run(asyncio.wait_for(story(), timeout=120))
+    assert _outputs(done) == ["rang lab"] and done.final_output == "Rang."
+    assert model.requests_per_step() == {0: 1, 1: 1}, "the loop stopped at the interruption instead of spinning"
     assert effects(web, run.run_id) == {}
 
 
