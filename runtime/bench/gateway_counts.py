@@ -9,8 +9,8 @@ on the main database and the high-water mark store, and the client fsyncs of thi
 * ``json_api``: ``POST /api/v1/runs/<run>/calls`` through Django's request handling (the test
   client: no socket, the same view, authentication and service);
 * ``mcp``: ``tools/call`` through the MCP server, in memory (the official SDK's client talking
-  to :func:`runtime.gateway.mcp_server.gateway_server`; the server runs the call in a worker
-  thread, which the counter sees too);
+  to :func:`runtime.gateway.mcp_server.gateway_server` in one session, as an agent keeps it; the
+  server runs the call in a worker thread, which the counter sees too);
 * ``engine_write``: one write action of a scripted workspace run driven by the engine
   (:func:`runtime.bench.write_counts.steps_counted`), the same write without the gateway.
 
@@ -102,23 +102,30 @@ def gateway_counts(*, run_id: str, token: str, root: Path) -> dict[str, dict[str
         body = response.json() if response.status_code == 200 else {}
         _executed(str(body.get("status", response.status_code)), "json_api")
 
-    def mcp(n: int) -> None:
+    def mcp_session() -> list[DatabaseCounts]:
+        # One MCP session for all the calls, as an agent keeps it: opening it (and the tool list
+        # the SDK's client reads before its first call) belongs to the uncounted first call.
         from mcp.client.client import Client
 
-        async def call() -> Any:
+        async def calls() -> list[DatabaseCounts]:
+            units: list[DatabaseCounts] = []
             async with Client(gateway_server(stdio_token=token)) as client:
-                return await client.call_tool("write_file", {"call_id": f"mcp-{n}",
-                                                             **_arguments("mcp", n)})
-        result = anyio.run(call)
-        content = result.structured_content or {}
-        _executed("error" if result.is_error else str(content.get("status")), "mcp")
+                for n in range(UNITS + 1):
+                    before = counter.snapshot()
+                    result = await client.call_tool("write_file", {"call_id": f"mcp-{n}", **_arguments("mcp", n)})
+                    content = result.structured_content or {}
+                    _executed("error" if result.is_error else str(content.get("status")), "mcp")
+                    if n:
+                        units.append(counter.snapshot().minus(before))
+            return units
+        return anyio.run(calls)
 
     found: dict[str, list[DatabaseCounts]] = {}
     with counter.installed():
         found["direct"] = _counted(counter, direct)
         found["call_submit"] = _counted(counter, in_process)
         found["json_api"] = _counted(counter, json_api)
-        found["mcp"] = _counted(counter, mcp)
+        found["mcp"] = mcp_session()
     engine_run = run_start(spec_path=workspace_task(directory=root / "counted-engine",
                                                     task_id="bench-gateway-engine",
                                                     writes=UNITS + 1),
