@@ -14,10 +14,13 @@ Each is a real fault of the kind deployments see, never a stand-in inside the co
   (``pg_ctl ... -m immediate restart``: a crash and recovery of the server), every connection lost;
 * ``disk-full``: the filesystem of the campaign's work directory (the var directory and the
   targets) is filled to the last byte for a drawn 0.5-3 s, then the filler is removed. Refused
-  unless that filesystem is small (``MAX_FILL_BYTES``): it must be one the operator made for it.
+  unless that filesystem is small (``MAX_FILL_BYTES``): it must be one the operator made for it;
+* ``slow-disk``: the work directory is a FUSE passthrough the command mounted
+  (``runtime.chaos.slow_disk``); for a drawn 0.5-3 s every read, write and fsync through it
+  waits 20-200 ms, then it is fast again. Refused unless the work directory is that mount.
 
 A fault *lands* when it did something to the run (a backend ended, the server restarted, the
-disk full while the holder was alive); the drive counts those per kind.
+disk full or slow while the holder was alive); the drive counts those per kind.
 """
 
 from __future__ import annotations
@@ -35,15 +38,16 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
+from runtime.chaos.slow_disk import slow_disk_mounted, slow_disk_window
 from runtime.errors import ChaosSetupError
 
-FAULT_KINDS = ("sigkill", "pg-terminate", "mark-store-down", "pg-restart", "disk-full")
+FAULT_KINDS = ("sigkill", "pg-terminate", "mark-store-down", "pg-restart", "disk-full", "slow-disk")
 POSTGRES_ONLY = frozenset({"pg-terminate", "mark-store-down", "pg-restart"})
 MAX_FILL_BYTES = 1 << 30
 """``disk-full`` fills only a filesystem of at most 1 GiB (a tmpfs or loop device made for it)."""
 _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 OUTAGE_SECONDS = (0.5, 3.0)
-"""How long ``mark-store-down`` and ``disk-full`` last, drawn uniformly (seconds)."""
+"""How long ``mark-store-down``, ``disk-full`` and ``slow-disk`` last, drawn uniformly (seconds)."""
 
 
 def _postgres(alias: str) -> dict[str, Any]:
@@ -82,7 +86,8 @@ class FaultInjector:
     """Injects one fault kind into a driven run; see the module docstring for each kind.
 
     Attributes:
-        workdir: the campaign's work directory (``disk-full`` fills its filesystem).
+        workdir: the campaign's work directory (``disk-full`` fills its filesystem; ``slow-disk``
+            slows its FUSE mount).
         restart_command: the shell command that restarts the PostgreSQL server (``pg-restart``).
     """
 
@@ -95,7 +100,7 @@ class FaultInjector:
         Raises:
             ChaosSetupError: an unknown kind; a PostgreSQL fault on SQLite; ``pg-restart``
                 without a restart command; ``disk-full`` on a filesystem larger than
-                ``MAX_FILL_BYTES``.
+                ``MAX_FILL_BYTES``; ``slow-disk`` on a work directory that is not the slow mount.
         """
         for kind in kinds:
             if kind not in FAULT_KINDS:
@@ -113,6 +118,9 @@ class FaultInjector:
                         f"disk-full fills the work directory's filesystem, which holds {size} bytes; "
                         f"put --workdir on a small one made for it (at most {MAX_FILL_BYTES} bytes, "
                         "e.g. `mount -t tmpfs -o size=256m tmpfs DIR`)")
+            if kind == "slow-disk" and not slow_disk_mounted(self.workdir):
+                raise ChaosSetupError("slow-disk needs the work directory on the FUSE mount `manage.py chaos` "
+                                      "makes for it (run the command with --faults ...,slow-disk)")
 
     def inject(self, *, kind: str, proc: subprocess.Popen[bytes], worker: str, rng: random.Random) -> bool:
         """Inject ``kind`` into the run whose lease ``worker`` (``proc``, a group leader) holds.
@@ -147,6 +155,9 @@ class FaultInjector:
             return True
         if kind == "disk-full":
             return self._disk_full(proc=proc, seconds=rng.uniform(*OUTAGE_SECONDS))
+        if kind == "slow-disk":
+            return slow_disk_window(workdir=self.workdir, alive=lambda: proc.poll() is None,
+                                    seconds=rng.uniform(*OUTAGE_SECONDS))
         raise ChaosSetupError(f"unknown fault {kind!r}")
 
     def _mark_store_down(self, *, proc: subprocess.Popen[bytes], seconds: float) -> bool:

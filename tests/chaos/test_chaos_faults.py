@@ -4,7 +4,8 @@ Real faults, none of them a stand-in inside the code under test: PostgreSQL back
 ``pg_terminate_backend``, the mark store's database closed to connections for a while, the
 PostgreSQL server crashed and restarted (``pg_ctl -m immediate restart`` of a server this test
 starts for itself, so the shared one is never touched), and the var directory on a small tmpfs
-filled to the last byte. Each run still completes with the uninterrupted run's environment, one
+filled to the last byte, and the whole work directory on a FUSE passthrough made slow for a
+while. Each run still completes with the uninterrupted run's environment, one
 effect per idempotency key and no generation rolled back; what cannot be injected somewhere is a
 set-up error (exit 2), never a silent SIGKILL.
 """
@@ -19,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from runtime.chaos.faults import FaultInjector
+from runtime.chaos.slow_disk import MOUNT_DIR, STATE_DIR
+from runtime.errors import ChaosSetupError
 from tests.chaos.test_chaos_command import SLOW_MACHINE
 from tests.helpers.pg_cluster import PgCluster, pg_cluster_problem, pg_cluster_start, pg_cluster_stop
 from tests.helpers.procs import child_env, run_manage
@@ -96,6 +100,39 @@ def test_chaos_faults_a_full_var_directory(long_task: Path, small_disk: Path) ->
     report = _chaos(long_task, small_disk / "chaos", "--runs", "1", "--kills", "2", "--seed", "5",
                     "--faults", "disk-full,sigkill")
     _passed_with(report, {"disk-full": 1, "sigkill": 1})
+
+
+@SLOW_MACHINE
+@pytest.mark.skipif(os.environ.get("DATABASE_URL", "").startswith("postgres"),
+                    reason="runs in the SQLite pass: there the embedded database is on the slow disk too")
+def test_chaos_faults_a_slow_disk(long_task: Path, tmp_path: Path) -> None:
+    # The command mounts a FUSE passthrough at WORKDIR/disk, runs the whole campaign (scratch
+    # SQLite store, var directory, targets) on it, makes it slow for each slow-disk fault, and
+    # stops its server and unmounts on the way out.
+    if not os.path.exists("/dev/fuse"):
+        _unavailable("there is no /dev/fuse")
+    report = _chaos(long_task, tmp_path / "chaos", "--runs", "2", "--kills", "2", "--seed", "3",
+                    "--faults", "slow-disk,sigkill")
+    _passed_with(report, {"slow-disk": 2, "sigkill": 2})
+    mountpoint = (tmp_path / "chaos").resolve() / MOUNT_DIR
+    assert report["workdir"] == str(mountpoint)
+    assert report["store"] == str(mountpoint / "var" / "chaos.sqlite3")
+    assert not os.path.ismount(mountpoint)
+    state = mountpoint.parent / STATE_DIR
+    assert (state / "backing" / "var" / "chaos.sqlite3").is_file(), "the store lived on the passthrough"
+    assert "stopped and unmounted" in (state / "server.log").read_text()
+
+
+def test_chaos_faults_a_slow_disk_that_cannot_be_mounted_is_a_set_up_error(short_task: Path, tmp_path: Path) -> None:
+    workdir = tmp_path / "chaos"
+    workdir.mkdir()
+    (workdir / MOUNT_DIR).write_text("a file where the mount point would go\n")
+    done = run_manage("chaos", str(short_task), "--faults", "slow-disk", "--workdir", str(workdir), timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "slow-disk cannot mount its FUSE passthrough" in done.stderr
+    assert "run 0" not in done.stderr, "nothing ran"
+    with pytest.raises(ChaosSetupError, match="FUSE mount"):
+        FaultInjector(workdir=tmp_path).check(["slow-disk"])
 
 
 def test_chaos_faults_that_cannot_be_injected_here_are_a_set_up_error(short_task: Path, tmp_path: Path) -> None:

@@ -10,6 +10,9 @@ uninterrupted run that does not complete on its own); 3 fewer kills landed than 
 By default the campaign runs in a scratch store of its own (``runtime.chaos.scratch``): the
 command creates it, re-runs itself against it in a child process, and drops it (PostgreSQL) or
 leaves it in the workdir (SQLite). ``--configured-database`` runs in the configured database.
+With ``--faults ...,slow-disk`` the command first mounts a FUSE passthrough at ``WORKDIR/disk``
+(``runtime.chaos.slow_disk``, a server process of its own) and runs all of that there, then
+stops the server and unmounts (DESIGN.md section 8.8).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from runtime.chaos.campaign import chaos_campaign
 from runtime.chaos.faults import FAULT_KINDS, FaultInjector
 from runtime.chaos.scratch import SCRATCH_ENV, chaos_scratch_create, chaos_scratch_drop
+from runtime.chaos.slow_disk import slow_disk_mount, slow_disk_mounted, slow_disk_unmount
 from runtime.errors import RatchetError
 
 EXIT_VIOLATION, EXIT_SETUP, EXIT_SHORT_OF_KILLS = 1, 2, 3
@@ -88,7 +92,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
         parser.add_argument("--faults", default="sigkill",
                             help="comma-separated kinds the --kills of a run take in turn: "
-                            f"{', '.join(FAULT_KINDS)} (default sigkill; DESIGN.md section 8.8)")
+                            f"{', '.join(FAULT_KINDS)} (default sigkill; DESIGN.md section 8.8). "
+                            "disk-full needs --workdir on a small filesystem (at most 1 GiB); slow-disk "
+                            "mounts a FUSE passthrough at WORKDIR/disk (needs /dev/fuse, libfuse 3 and "
+                            "mfusepy) and runs the campaign there, each fault slowing every read, write "
+                            "and fsync by 20-200 ms for 0.5-3 s")
         parser.add_argument("--pg-restart-command", default="",
                             help="shell command that restarts the PostgreSQL server, for the pg-restart fault")
 
@@ -100,6 +108,22 @@ class Command(BaseCommand):
         if not task.is_file():
             raise CommandError(f"set-up error: no task spec at {task}", returncode=EXIT_SETUP)
         workdir = Path(options["workdir"] or tempfile.mkdtemp(prefix="ratchet-chaos-")).resolve()
+        if "slow-disk" in fault_kinds and not slow_disk_mounted(workdir):
+            # The whole campaign, scratch store included, then stands on the slow mount; the
+            # re-run child gets the mount point as its workdir and finds it mounted.
+            signal.signal(signal.SIGTERM, _terminated)
+            try:
+                disk = slow_disk_mount(workdir=workdir, seed=options["seed"])
+            except RatchetError as exc:
+                raise CommandError(f"set-up error ({type(exc).__name__}): {exc}", returncode=EXIT_SETUP) from None
+            try:
+                self._campaign(task=task, workdir=disk.mountpoint, fault_kinds=fault_kinds, options=options)
+            finally:
+                slow_disk_unmount(disk=disk)
+            return
+        self._campaign(task=task, workdir=workdir, fault_kinds=fault_kinds, options=options)
+
+    def _campaign(self, *, task: Path, workdir: Path, fault_kinds: tuple[str, ...], options: dict[str, Any]) -> None:
         if not options["configured_database"]:
             self._in_scratch(task=task, workdir=workdir, options=options)
             return
