@@ -111,6 +111,10 @@ def test_chaos_faults_a_slow_disk(long_task: Path, tmp_path: Path) -> None:
     # stops its server and unmounts on the way out.
     if not os.path.exists("/dev/fuse"):
         _unavailable("there is no /dev/fuse")
+    try:
+        import mfusepy  # noqa: F401  (it loads libfuse on import)
+    except (ImportError, OSError) as exc:
+        _unavailable(f"the FUSE binding cannot load: {exc} (install Debian's fuse3 and the test extra)")
     report = _chaos(long_task, tmp_path / "chaos", "--runs", "2", "--kills", "2", "--seed", "3",
                     "--faults", "slow-disk,sigkill")
     _passed_with(report, {"slow-disk": 2, "sigkill": 2})
