@@ -166,20 +166,6 @@ def _scope(row: GatewayToken, run_id: str | None, action_kind: str | None) -> Ru
     return run if run_id is not None else None
 
 
-def token_rate_check(*, row: GatewayToken) -> None:
-    """Count one call against the token's fixed window; refuse past the limit.
-
-    ``RATCHET_GATEWAY_RATE_LIMIT`` calls per ``RATCHET_GATEWAY_RATE_WINDOW_SECONDS`` seconds,
-    counted on the token's row by one compare-and-set judged by the database clock
-    (``runtime.gateway.rate_limits``; one counter for every gateway process).
-
-    Raises:
-        GatewayRateLimitedError: the window's calls are used up (retryable after ``retry_after`` s).
-        GatewayTokenError: the token was revoked meanwhile.
-    """
-    token_count(token_id=row.token_id)
-
-
 def token_admit(*, token: str | None = None, run_id: str, action_kind: str | None = None,
                 admitted: GatewayToken | None = None) -> tuple[GatewayToken, Run]:
     """:func:`token_request_admit` with the run scope checked (DESIGN.md section 5.12).
@@ -194,7 +180,7 @@ def token_admit(*, token: str | None = None, run_id: str, action_kind: str | Non
     Raises:
         GatewayTokenMissingError / GatewayTokenError / GatewayScopeError: as
             :func:`token_authorise` (nothing is counted).
-        GatewayRateLimitedError: as :func:`token_rate_check`.
+        GatewayRateLimitedError: as ``runtime.gateway.rate_limits.token_count``.
     """
     if admitted is not None:
         return admitted, _scope(admitted, run_id, action_kind)  # type: ignore[return-value]
@@ -235,7 +221,7 @@ def token_request_admit(*, token: str | None) -> GatewayToken:
 
     Raises:
         GatewayTokenMissingError / GatewayTokenError: as :func:`token_authorise`.
-        GatewayRateLimitedError: as :func:`token_rate_check`.
+        GatewayRateLimitedError: as ``runtime.gateway.rate_limits.token_count``.
     """
     row = token_request_check(token=token)
     token_count(token_id=row.token_id)
