@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import Sum
 
 from runtime.bench.children import bench_broker_url, child_env, manage_argv, worker_stop
 from runtime.bench.peers import peer_workload
@@ -60,6 +61,11 @@ READY_SECONDS = 120.0
 
 POLL_SECONDS = 0.05
 """How often the database is asked whether every run completed."""
+
+STALL_SECONDS = 120.0
+"""How long no run may commit a generation before the bench gives up with the worker's log
+(a run stopped on an error keeps its lease until it expires, and the bench's sweep is put off,
+so it would otherwise wait the whole :data:`TIMEOUT_SECONDS`)."""
 
 
 def _runs_create(*, directory: Path, task_id: str, runs: int, writes: int) -> list[str]:
@@ -102,15 +108,22 @@ def _ratchet_once(*, work: Path, task_id: str, runs: int, writes: int) -> tuple[
             for run_id in run_ids:
                 app.send_task(ADVANCE_RUN_TASK, args=(run_id,), ignore_result=True,
                               connection=conn, **run_route(run_id=run_id))
+        progress, moved = -1, time.perf_counter()
         while True:
             done = rows.filter(phase=Phase.COMPLETED).count()
             if done == runs:
                 break
-            elapsed = time.perf_counter() - started
+            now = time.perf_counter()
+            if now - moved > 1.0:
+                generations = rows.aggregate(total=Sum("generation"))["total"] or 0
+                if generations != progress:
+                    progress, moved = generations, now
             stopped = rows.filter(phase__in=TERMINAL_PHASES).exclude(phase=Phase.COMPLETED).count()
-            if stopped or proc.poll() is not None or elapsed > TIMEOUT_SECONDS:
+            if (stopped or proc.poll() is not None or now - started > TIMEOUT_SECONDS
+                    or now - moved > STALL_SECONDS):
                 raise BenchmarkError("the scale bench's worker did not complete every run",
-                                     completed=done, stopped=stopped, exit_code=proc.poll())
+                                     completed=done, stopped=stopped, exit_code=proc.poll(),
+                                     log=(work / "worker.log").read_text(errors="replace")[-600:])
             time.sleep(POLL_SECONDS)
         seconds = time.perf_counter() - started
     finally:

@@ -54,7 +54,7 @@ class LedgerRows:
 
     def lookup(self, kind: LedgerKind, key: str, *, upto: int) -> bytes | None:
         """Body bytes of entry ``(kind, key)`` among entries ``1..upto``, or None."""
-        # Compiled once per process: two of these run per proposed write.
+        # Compiled once per process: nonce lookups; idempotency keys go through lookup_kinds.
         rows = compiled_rows(
             alias=router.db_for_read(LedgerRow), shape=("ledger_lookup",),
             build=lambda s: (LedgerRow.objects.filter(run_id=s["run_id"], kind=s["kind"], key=s["key"],
@@ -62,6 +62,20 @@ class LedgerRows:
                              .order_by("seq").values_list("body")[:1]),
             slots={"run_id": self.run_id, "kind": kind.value, "key": key, "upto": upto})
         return rows[0][0].encode("utf-8") if rows else None
+
+    def lookup_kinds(self, kinds: tuple[LedgerKind, ...], key: str, *, upto: int) -> dict[LedgerKind, bytes]:
+        """Bodies of entries ``(kind, key)`` for each of ``kinds`` among entries ``1..upto``, by
+        kind (a kind with none is left out); ``kinds`` are constants of the caller (at most one
+        entry per kind and key: the ``(run, kind, key)`` constraint)."""
+        # Compiled once per process and set of kinds: the step loop asks it once per proposed key.
+        values = [kind.value for kind in kinds]
+        rows = compiled_rows(
+            alias=router.db_for_read(LedgerRow), shape=("ledger_lookup_kinds", *values),
+            build=lambda s: (LedgerRow.objects.filter(run_id=s["run_id"], kind__in=values, key=s["key"],
+                                                      seq__lte=s["upto"])
+                             .values_list("kind", "body")),
+            slots={"run_id": self.run_id, "key": key, "upto": upto})
+        return {LedgerKind(kind): body.encode("utf-8") for kind, body in rows}
 
     def entries(self, *, upto: int, kind: LedgerKind | None = None) -> list[LedgerEntry]:
         """Entries ``1..upto`` (of ``kind`` if given) in ``seq`` order."""

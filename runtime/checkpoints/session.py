@@ -38,7 +38,7 @@ from runtime.evidence.attachments import attachment_get, attachment_put
 from runtime.models import Run
 from runtime.ownership.environments import adapter_bind
 from runtime.ownership.heartbeats import LeaseHeartbeat
-from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_release
+from runtime.ownership.leases import Lease, lease_acquire_waiting, lease_check, lease_release
 from runtime.planners.base import Planner
 from runtime.planners.factory import build_planner
 from runtime.taskspec import TaskSpec
@@ -100,6 +100,10 @@ class RunSession:
     """Writes the next commit runs in its transaction (DESIGN.md section 4.3): receipt cache, attachments."""
     renewed_at: float = field(default_factory=time.monotonic)
     """``time.monotonic()`` when the lease was last extended (every commit extends it)."""
+    held_until: float = 0.0
+    """``time.monotonic()`` before which the lease is certainly unexpired: a commit's send time
+    plus the TTL it renewed to (the database set the expiry after the send, by its own clock);
+    0 until this session commits (:func:`session_lease_check`)."""
     proposed_blobs: dict[str, bytes] = field(default_factory=dict)
     """``digest -> bytes`` the planner handed over for the newest proposal of this session."""
     released: bool = False
@@ -268,10 +272,29 @@ def _session_committed(session: RunSession, result: CommitResult, *, now: float,
                        events: tuple[tuple[str, dict[str, Any]], ...], released: bool) -> None:
     session.released = released
     session.renewed_at = now
+    # ``now`` was read before the commit was sent, so the expiry the commit set (the database's
+    # now + ttl, on a clock that had already passed the send) lies after now + ttl locally.
+    session.held_until = 0.0 if released else now + session.ttl
     session.lease = result.lease
     session.generation = result.generation
     session.steps += 1
     session.events.extend(e[0] for e in events)
+
+
+def session_lease_check(session: RunSession) -> None:
+    """Confirm the session still holds its lease before an adapter call (DESIGN.md section 4.5).
+
+    While less than half of the TTL has passed since the session's last commit renewed the lease,
+    the lease cannot have expired, and only an expired lease can be taken over, so no read is
+    needed; later, :func:`runtime.ownership.leases.lease_check` asks the database. Like that read,
+    this only narrows the window: the adapter's fencing token and the commit's fence close it.
+
+    Raises:
+        LeaseLostError: the database says the lease is gone.
+    """
+    if time.monotonic() < session.held_until - session.ttl / 2:
+        return
+    lease_check(lease=session.lease)
 
 
 @contextmanager

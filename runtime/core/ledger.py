@@ -130,9 +130,17 @@ class LedgerReader(Protocol):
     def lookup(self, kind: LedgerKind, key: str, *, upto: int) -> bytes | None:
         """Body of the entry ``(kind, key)`` among entries ``1..upto``, or None."""
 
+    def lookup_kinds(self, kinds: tuple[LedgerKind, ...], key: str, *, upto: int) -> dict[LedgerKind, bytes]:
+        """Bodies of the entries ``(kind, key)`` for each of ``kinds`` among entries ``1..upto``
+        (a kind with no entry is left out): one read for several kinds of one key."""
+
     def entries(self, *, upto: int, kind: LedgerKind | None = None) -> list[LedgerEntry]:
         """Entries ``1..upto`` (of ``kind``, if given) in ``seq`` order."""
 
+
+KEY_KINDS = (LedgerKind.EXECUTED_WRITE, LedgerKind.QUARANTINED_KEY, LedgerKind.DENIED_WRITE)
+"""The kinds keyed by an idempotency key. A proposed write's key is asked about more than one of
+them (quarantined? executed? denied?), so a lookup of one reads all three in one query."""
 
 _Staged = tuple[LedgerKind, str, bytes]
 
@@ -141,7 +149,8 @@ class LedgerView:
     """The engine's view of one run's ledger: committed entries (read through ``reader``) plus
     entries staged for the next checkpoint commit, which writes them in its transaction.
 
-    Lookups are indexed reads (one query per new key, cached: committed entries never change);
+    Lookups are indexed reads (one query per new key, cached: committed entries never change; the
+    kinds keyed by an idempotency key, :data:`KEY_KINDS`, are read together);
     appends only stage. ``runtime.checkpoints.protocol`` calls :meth:`chain_staged` to hash the staged
     entries onto the committed head and :meth:`committed` once they are durable.
     """
@@ -164,6 +173,11 @@ class LedgerView:
             return None
         if self.reader is None:
             raise LedgerUnavailableError(run_id=self.run_id)
+        if kind in KEY_KINDS:
+            bodies = self.reader.lookup_kinds(KEY_KINDS, key, upto=self.head.length)
+            for each in KEY_KINDS:
+                self._cache[(each, key)] = bodies.get(each)
+            return bodies.get(kind)
         found = self.reader.lookup(kind, key, upto=self.head.length)
         self._cache[(kind, key)] = found
         return found
@@ -292,8 +306,8 @@ def state_ledger(state: RunState) -> LedgerView:
 
 
 def ledger_pending_check(state: RunState) -> None:
-    """The pending write's key is neither executed nor quarantined (two indexed, cached lookups;
-    the whole-state invariants cannot see the ledger: DESIGN.md section 3.1).
+    """The pending write's key is neither executed nor quarantined (one indexed read answers both,
+    cached for the key; the whole-state invariants cannot see the ledger: DESIGN.md section 3.1).
 
     Raises:
         CheckpointInvariantError: naming which, with the run id.

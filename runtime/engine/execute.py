@@ -24,6 +24,7 @@ from runtime.checkpoints.session import (
     session_blob,
     session_commit,
     session_heartbeat,
+    session_lease_check,
 )
 from runtime.core.checkpoint import PendingAction, StopReason
 from runtime.core.crashpoints import crash_point, register
@@ -33,7 +34,6 @@ from runtime.database.clock import db_now
 from runtime.engine.freeze import run_freeze, run_freeze_fenced
 from runtime.engine.settle import receipt_settle
 from runtime.errors import AdapterTimeoutError, CommitDeadlinePassedError, EngineError, FencingTokenError
-from runtime.ownership.leases import lease_check
 
 CP_BEFORE_EXECUTE = register("engine.before_execute", "lease re-checked, about to call adapter.execute")
 CP_AFTER_EXECUTE = register("engine.after_execute", "adapter returned a receipt, nothing persisted yet")
@@ -67,7 +67,7 @@ def _pending_execute(session: RunSession) -> None:
         raise EngineError("phase pending without a pending action", run_id=session.run_id)
     key = pending.idempotency_key
     # Always query the adapter's authoritative store first: a crash may have hidden a success.
-    lease_check(lease=session.lease)
+    session_lease_check(session)
     receipt = session.adapter.lookup_receipt(key)
     if receipt is not None:
         receipt_settle(session, receipt, reconciled=True)
@@ -94,7 +94,7 @@ def _pending_execute(session: RunSession) -> None:
                        "environment differs from the pending write's pre-state",
                        extra={"observed": observation_json(obs)})
         return
-    lease_check(lease=session.lease)
+    session_lease_check(session)
     deadline = _commit_deadline(session, pending)
     crash_point(CP_BEFORE_EXECUTE)
     try:
@@ -116,7 +116,7 @@ def _pending_execute(session: RunSession) -> None:
                            late_by_seconds=exc.context.get("late_by_seconds"))
         return
     crash_point(CP_AFTER_EXECUTE)
-    receipt_settle(session, receipt, reconciled=False)
+    receipt_settle(session, receipt, reconciled=False, cache_empty=True)
 
 
 def _commit_deadline(session: RunSession, pending: PendingAction) -> dict[str, CommitDeadline]:

@@ -26,7 +26,8 @@ CP_AFTER_CACHE = register("engine.after_receipt_cache",
 CP_AFTER_STEP = register("engine.after_step_commit", "write recorded and state advanced")
 
 
-def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool, fold: bool = True) -> None:
+def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool, fold: bool = True,
+                   cache_empty: bool = False) -> None:
     """Check a receipt against the pending intent and the cache, then record it and advance.
 
     Args:
@@ -36,6 +37,11 @@ def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool, f
         fold: whether the next write may be proposed into the same commit (one commit per write,
             DESIGN.md section 4.13); False where nothing new may be proposed -- an operator's
             cancel, a person's approval decision -- so the receipt commits alone.
+        cache_empty: True when the caller read the receipt cache for this key in this step, under
+            this lease, just before the adapter call and found no row, so it is not read again:
+            no other worker writes the key's row while the lease holds, and the receipt commit's
+            own INSERT of the row rolls back to the checking path if a row is there after all
+            (``runtime.checkpoints.receipts.receipt_cache_write``).
 
     Raises:
         EngineError: there is no pending write to settle.
@@ -55,7 +61,7 @@ def receipt_settle(session: RunSession, receipt: Receipt, *, reconciled: bool, f
     if untrusted is not None:
         run_freeze(session, Event.RECEIPT_DRIFT, StopReason.UNTRUSTED_RECEIPT, untrusted, receipt=receipt)
         return
-    cached = receipt_cache_get(idempotency_key=pending.idempotency_key)
+    cached = None if cache_empty else receipt_cache_get(idempotency_key=pending.idempotency_key)
     if cached is not None:
         comparison = compare_receipts(cached, receipt)
         if not comparison.same:

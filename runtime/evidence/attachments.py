@@ -14,9 +14,13 @@ git-history planner) are not copied: the row records ``git:<oid>:<repository>`` 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import subprocess
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, default_storage
@@ -73,7 +77,12 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
     data = bytes(data)
     digest = digest_bytes(data)
     name = storage_name(digest)
-    if _row_exists(digest) and (location is not None or default_storage.exists(name)):
+    # Inside a checkpoint commit the row is an INSERT that ignores a row already there, and the
+    # bytes on a local disk are re-hashed below before anything is written, so asking the
+    # database whether the row exists would only cost a round trip. Elsewhere (no commit to
+    # ride on, or object storage, where re-reading the bytes costs more than the read) it is asked.
+    local = row_writes is not None and _local_path(default_storage, name) is not None
+    if not local and _row_exists(digest) and (location is not None or default_storage.exists(name)):
         return digest
     if location is not None and len(location) <= Attachment._meta.get_field("storage_name").max_length:
         # Git holds these bytes already: record where, write nothing.
@@ -81,21 +90,64 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
                    row_writes=row_writes)
         return digest
     if stored_digest(default_storage, name) != digest:
-        if default_storage.exists(name):
-            default_storage.delete(name)  # a torn write from a crashed put: replace it
         try:
-            saved = default_storage.save(name, ContentFile(data))
+            if _local_path(default_storage, name) is not None:
+                _file_replace(default_storage, name, data)
+            else:
+                _storage_save(default_storage, name, data, digest)
         except OSError as exc:
             raise AttachmentError(
                 f"storage refused the attachment: {type(exc).__name__}", digest=digest
             ) from None
-        if saved != name:
-            # A concurrent put of the same content won the name; ours got a suffixed copy.
-            default_storage.delete(saved)
-            if stored_digest(default_storage, name) != digest:
-                raise AttachmentError("stored attachment does not match its digest", digest=digest)
     _row_write(digest=digest, size=len(data), content_type=content_type, name=name, row_writes=row_writes)
     return digest
+
+
+def _local_path(storage: Storage, name: str) -> Path | None:
+    # Django's own rule: a storage whose files are not on the local filesystem does not
+    # implement path() (it raises NotImplementedError).
+    try:
+        return Path(storage.path(name))
+    except NotImplementedError:
+        return None
+
+
+def _file_replace(storage: Storage, name: str, data: bytes) -> None:
+    """Put ``data`` at ``name`` on a local filesystem storage atomically: a temp file in the same
+    directory, then ``os.replace``. Two processes putting the same content at once (two runs
+    writing the same bytes) each replace the name with a whole copy, and a reader, here or in
+    another process, sees a whole copy or none, never a partial one that would hash wrong and
+    be taken for tampering. A torn file left by a crash is replaced the same way."""
+    path = Path(storage.path(name))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        mode = getattr(storage, "file_permissions_mode", None)
+        if mode is not None:
+            os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _storage_save(storage: Storage, name: str, data: bytes, digest: str) -> None:
+    """Put ``data`` at ``name`` through the storage API (object storage, whose writes are whole).
+
+    Raises:
+        AttachmentError: a concurrent put won the name and what it holds does not hash to ``digest``.
+    """
+    if storage.exists(name):
+        storage.delete(name)  # a torn write from a crashed put: replace it
+    saved = storage.save(name, ContentFile(data))
+    if saved != name:
+        # A concurrent put of the same content won the name; ours got a suffixed copy.
+        storage.delete(saved)
+        if stored_digest(storage, name) != digest:
+            raise AttachmentError("stored attachment does not match its digest", digest=digest)
 
 
 def _row_write(*, digest: str, size: int, content_type: str, name: str,

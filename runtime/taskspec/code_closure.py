@@ -11,7 +11,8 @@ pinned by the digest of its ``RECORD`` file, which lists a hash of every file it
 The standard library ends the walk too. Framework-free: imports nothing from Django.
 
 Files are read again whenever their size, modification time or inode changes, so a file
-edited under a running process is seen; an unchanged file is hashed and parsed once per process.
+edited under a running process is seen; an unchanged file is hashed and parsed once per process,
+and a closure whose files are all unchanged is not walked again.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ _FILES: dict[str, tuple[_Stat, str, tuple[str, ...]]] = {}
 
 _FOUND: dict[str, ModuleSpec | None] = {}
 """module name -> where a module not imported yet was found (or None), per process."""
+
+_CLOSURES: dict[str, tuple[tuple[tuple[str, str | None, str | None, _Stat | None], ...],
+                           list[tuple[str, str]]]] = {}
+"""module name -> (every module its walk met: name, where it was found, the file read and its
+stat key; the closure), per process. A closure is walked again only when one of those modules is
+found elsewhere or one of those files changed: the walk itself (building each module's path,
+per plug-in, at every restore) cost more than a few dozen look-ups and stats."""
 
 
 def code_closure_digest(entry: str) -> str | None:
@@ -62,6 +70,11 @@ def import_closure(module: str) -> list[tuple[str, str]]:
     An installed entry module contributes its distribution's ``RECORD`` as
     ``("dist:<name>", digest)`` instead of its own walk.
     """
+    cached = _CLOSURES.get(module)
+    if cached is not None and all(_origin(name) == origin and (path is None or _stat_key(path) == key)
+                                  for name, origin, path, key in cached[0]):
+        return list(cached[1])
+    walked: list[tuple[str, str | None, str | None, _Stat | None]] = []
     out: dict[str, str] = {}
     queue, seen = [module], set()
     while queue:
@@ -71,17 +84,37 @@ def import_closure(module: str) -> list[tuple[str, str]]:
         seen.add(name)
         path = _source_of(name)
         if path is None:
+            walked.append((name, _origin(name), None, None))
             continue
         if _installed(path):
+            read = None
             if name == module:
                 record = _record_digest(path)
                 if record:
                     out[f"dist:{record[0]}"] = record[1]
+                    read = str(_OWNERS[str(path)][1])  # type: ignore[index] - set by _record_digest
+            walked.append((name, _origin(name), read, _stat_key(read) if read else None))
             continue
+        walked.append((name, _origin(name), str(path), _stat_key(str(path))))
         digest, imports = _read(path, name)
         out[name] = digest
         queue.extend(imports)
-    return sorted(out.items())
+    closure = sorted(out.items())
+    _CLOSURES[module] = (tuple(walked), closure)
+    return list(closure)
+
+
+def _origin(name: str) -> str | None:
+    spec = _spec(name)
+    return spec.origin if spec is not None else None
+
+
+def _stat_key(path: str) -> _Stat | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
 def _source_of(name: str) -> Path | None:

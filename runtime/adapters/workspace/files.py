@@ -13,10 +13,12 @@ import contextlib
 import hashlib
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
 from runtime.adapters.actions import FileChange
+from runtime.adapters.workspace.known_digests import digest_remember, known_digest
 from runtime.errors import ConcurrentWriteError, PathEscapeError, PreconditionFailedError
 
 Entry = dict[str, Any]
@@ -36,10 +38,16 @@ def display_name(name: str) -> str:
 
 def _file_entry(fd: int) -> Entry:
     st = os.fstat(fd)
+    executable = bool(st.st_mode & stat.S_IXUSR)
+    known = known_digest(st)
+    if known is not None:
+        return {"sha256": known, "executable": executable}
+    read_at = time.time_ns()
     h = hashlib.sha256()
     while chunk := os.read(fd, 1 << 20):
         h.update(chunk)
-    return {"sha256": h.hexdigest(), "executable": bool(st.st_mode & stat.S_IXUSR)}
+    digest_remember(st, h.hexdigest(), read_at_ns=read_at)
+    return {"sha256": h.hexdigest(), "executable": executable}
 
 
 def entry_at(dir_fd: int, name: str) -> Entry | None:
@@ -57,6 +65,9 @@ def entry_at(dir_fd: int, name: str) -> Entry | None:
         return {"directory": True}
     if not stat.S_ISREG(st.st_mode):
         return {"special": stat.filemode(st.st_mode)[0]}
+    known = known_digest(st)
+    if known is not None:  # unchanged since it was hashed: no need to open it
+        return {"sha256": known, "executable": bool(st.st_mode & stat.S_IXUSR)}
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
