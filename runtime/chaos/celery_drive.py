@@ -197,10 +197,7 @@ def chaos_celery_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: 
                     if kind == "broker-restart":
                         landed, work_left = _broker_restart(broker=broker, run_id=log.run_id, rng=rng)
                     elif kind == "sigkill":
-                        landed = group_kill(worker.proc)
-                        if landed:
-                            worker.killed = True
-                            worker.proc.wait()
+                        landed = worker.kill()
                     else:
                         landed = injector.inject(kind=kind, proc=worker.proc, worker=worker.worker, rng=rng)
                     # The same worker (or its successor) draws its next fault afresh.
@@ -211,10 +208,8 @@ def chaos_celery_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: 
                             log.late_kills += 1
                             continue
                         plan.kills -= 1
-                        log.kills += 1
-                        log.faults[kind] = log.faults.get(kind, 0) + 1
+                        log.delivered(kind=kind, in_git=in_git)
                         rounds = 0
-                        log.kills_in_git += 1 if in_git and kind == "sigkill" else 0
                         since_fault = (now, generation)
                     continue
             time.sleep(POLL_SECONDS)

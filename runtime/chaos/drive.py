@@ -86,6 +86,14 @@ class Child:
     killed: bool = False
     returncode: int | None = None
 
+    def kill(self) -> bool:
+        """SIGKILL this child's whole process group and reap it; False if it had already exited."""
+        if not group_kill(self.proc):
+            return False
+        self.killed = True
+        self.proc.wait()
+        return True
+
     def verdict(self) -> dict:
         try:
             lines = self.stdout.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -121,6 +129,13 @@ class DriveLog:
     wall_seconds: float = 0.0
     faults: dict[str, int] = field(default_factory=dict)
     """Delivered faults per kind (``runtime.chaos.faults``); SIGKILLs are ``sigkill``."""
+
+    def delivered(self, *, kind: str, in_git: bool) -> None:
+        """Count one fault of ``kind`` that landed while the run had work left (``in_git``: a
+        SIGKILL that hit a git process of the holder)."""
+        self.kills += 1
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+        self.kills_in_git += 1 if in_git and kind == "sigkill" else 0
 
 
 def _announced(stderr: Path) -> str | None:
@@ -254,10 +269,7 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
                     kind = fault_kinds[log.kills % len(fault_kinds)]
                     in_git = bool(group_runs_git(holder.proc.pid))
                     if kind == "sigkill":
-                        landed = group_kill(holder.proc)
-                        if landed:
-                            holder.killed = True
-                            holder.proc.wait()
+                        landed = holder.kill()
                     else:
                         if injector is None:
                             raise ValueError(f"fault {kind!r} needs an injector")
@@ -271,10 +283,8 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
                             log.late_kills += 1
                             continue
                         plan.kills -= 1
-                        log.kills += 1
-                        log.faults[kind] = log.faults.get(kind, 0) + 1
+                        log.delivered(kind=kind, in_git=in_git)
                         rounds = 0
-                        log.kills_in_git += 1 if in_git and kind == "sigkill" else 0
                         since_kill = (now, row.get("generation", 0))
                     continue
             time.sleep(POLL_SECONDS)
