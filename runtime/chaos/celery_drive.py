@@ -193,18 +193,19 @@ def chaos_celery_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: 
                 if worker.kill_at is not None and now >= worker.kill_at:
                     kind = fault_kinds[log.kills % len(fault_kinds)]
                     in_git = bool(group_runs_git(worker.proc.pid))
-                    work_left = True
                     if kind == "broker-restart":
+                        # Judged at the kill: a task the worker failed to cancel may finish the run
+                        # during the outage, which the fault did not make any less real.
                         landed, work_left = _broker_restart(broker=broker, run_id=log.run_id, rng=rng)
-                    elif kind == "sigkill":
-                        landed = worker.kill()
                     else:
-                        landed = injector.inject(kind=kind, proc=worker.proc, worker=worker.worker, rng=rng)
+                        landed = worker.kill() if kind == "sigkill" else injector.inject(
+                            kind=kind, proc=worker.proc, worker=worker.worker, rng=rng)
+                        work_left = run_row(log.run_id).get("phase") not in STOPPED_PHASES
                     # The same worker (or its successor) draws its next fault afresh.
                     worker.kill_target = worker.kill_at = None
                     faulted = (owner, generation)
                     if landed:
-                        if not work_left or run_row(log.run_id).get("phase") in STOPPED_PHASES:
+                        if not work_left:
                             log.late_kills += 1
                             continue
                         plan.kills -= 1
