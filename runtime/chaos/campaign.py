@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.chaos.celery_drive import chaos_celery_drive
 from runtime.chaos.checks import RunChecks, chaos_checks
 from runtime.chaos.drive import DriveLog, KillSchedule, chaos_run_drive
-from runtime.chaos.faults import FaultInjector
+from runtime.chaos.faults import THROUGH_CELERY, FaultInjector
 from runtime.chaos.spec_copy import spec_copy
 from runtime.errors import ChaosSetupError
 from runtime.models import Run, TraceEvent
@@ -146,17 +147,18 @@ schedule tightened (half the window each time); after the last the report is sho
 
 
 def _baseline(*, spec: Path, workdir: Path, env: Mapping[str, str], lease_seconds: float,
-              child_timeout: float) -> tuple[str, RunChecks]:
+              child_timeout: float, drive: Callable[..., DriveLog] = chaos_run_drive,
+              injector: FaultInjector | None = None) -> tuple[str, RunChecks]:
     """Run the task once without kills, driven like every other run; returns its id and checks.
 
     Raises:
         ChaosSetupError: the run could not be created or did not complete on its own.
     """
     task, _ = spec_copy(spec=spec, directory=workdir / "baseline")
-    log = chaos_run_drive(task=task, plan=KillSchedule(kills=0, generations=1, seconds_per_generation=0.0,
-                                                       rng=random.Random(0)),
-                          recoverers=1, rng=random.Random(0), lease_seconds=lease_seconds, env=env,
-                          logs=workdir / "logs", tag="baseline", child_timeout=child_timeout)
+    log = drive(task=task, plan=KillSchedule(kills=0, generations=1, seconds_per_generation=0.0,
+                                             rng=random.Random(0)),
+                recoverers=1, rng=random.Random(0), lease_seconds=lease_seconds, env=env,
+                logs=workdir / "logs", tag="baseline", child_timeout=child_timeout, injector=injector)
     if log.run_id is None or not Run.objects.filter(run_id=log.run_id).exists():
         raise ChaosSetupError(f"the uninterrupted run was not created: {log.error or 'no run id'}",
                               task=spec.name)
@@ -197,19 +199,26 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
         child_timeout: seconds one run may take before the drive gives up on it.
         store: names the database the runs went to, for the table.
         on_run: called after each attempt (progress output).
-        fault_kinds: what each of the ``kills`` is, taken in turn (``runtime.chaos.faults``).
+        fault_kinds: what each of the ``kills`` is, taken in turn (``runtime.chaos.faults``). With
+            ``broker-restart`` among them every run, the baseline included, is driven through
+            Celery (``runtime.chaos.celery_drive``), the other kinds then hitting its worker.
         injector: injects the kinds other than ``sigkill``; its ``check`` is called first.
 
     Raises:
         ValueError: ``runs`` < 1, ``kills`` < 0, ``recoverers`` < 1 or a non-positive lease.
         TaskSpecError: the spec cannot be read.
-        ChaosSetupError: the uninterrupted run was not created or did not complete, or a fault
-            kind cannot be injected here.
+        ChaosSetupError: the uninterrupted run was not created or did not complete, a fault
+            kind cannot be injected here, or crash points were asked for with ``broker-restart``.
     """
     if set(fault_kinds) - {"sigkill"}:
         if injector is None:
             raise ValueError("faults other than sigkill need an injector")
         injector.check(list(fault_kinds))
+    celery = bool(THROUGH_CELERY & set(fault_kinds))
+    if celery and crash_points:
+        raise ChaosSetupError("--crash-points arms run/resume children; a campaign with broker-restart "
+                              "drives its runs through a Celery worker: run them as two campaigns")
+    drive = chaos_celery_drive if celery else chaos_run_drive
     if runs < 1 or kills < 0 or recoverers < 1 or not lease_seconds > 0:
         raise ValueError("runs >= 1, kills >= 0, recoverers >= 1 and lease_seconds > 0 are required")
     env = dict(env if env is not None else os.environ)
@@ -220,7 +229,7 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
                          kills_requested=runs * kills)
     started = time.monotonic()
     base_id, base_checks = _baseline(spec=spec, workdir=workdir, env=env, lease_seconds=lease_seconds,
-                                     child_timeout=child_timeout)
+                                     child_timeout=child_timeout, drive=drive, injector=injector)
     report.violations.extend(Violation(-1, base_id, c.name, c.detail) for c in base_checks.checks if not c.passed)
     if report.violations:
         return report
@@ -235,10 +244,10 @@ def chaos_campaign(*, spec: Path, runs: int, kills: int, seed: int, recoverers: 
             task, own = spec_copy(spec=spec, directory=workdir / name)
             plan = KillSchedule(kills=kills, generations=generations, seconds_per_generation=pace,
                                 rng=random.Random(rng.randrange(2**32)), scale=scale)
-            log = chaos_run_drive(task=task, plan=plan, recoverers=recoverers, rng=rng, lease_seconds=lease_seconds,
-                                  env=env, logs=workdir / "logs", tag=name.removeprefix("run-"),
-                                  crash_at=points[index % len(points)] if points else None,
-                                  child_timeout=child_timeout, fault_kinds=fault_kinds, injector=injector)
+            log = drive(task=task, plan=plan, recoverers=recoverers, rng=rng, lease_seconds=lease_seconds,
+                        env=env, logs=workdir / "logs", tag=name.removeprefix("run-"),
+                        crash_at=points[index % len(points)] if points else None,
+                        child_timeout=child_timeout, fault_kinds=fault_kinds, injector=injector)
             report.attempts += 1
             report.kills_total += log.kills
             report.late_kills += log.late_kills

@@ -29,9 +29,11 @@ from runtime.chaos.faults import FaultInjector
 from runtime.models import Run
 from runtime.replay_check.processes import group_kill, group_runs_git, group_start
 
-_POLL_SECONDS = 0.01
-_STOPPED = frozenset({"completed", "failed", "cancelled", "needs_review", "awaiting_approval"})
-_MAX_ROUNDS = 50
+POLL_SECONDS = 0.01
+"""Seconds between two reads of the run row while a drive watches it."""
+STOPPED_PHASES = frozenset({"completed", "failed", "cancelled", "needs_review", "awaiting_approval"})
+"""Phases in which a driven run has stopped: nothing is left for a fault to interrupt."""
+MAX_ROUNDS = 50
 """Rounds of recoverers started with neither a kill nor a committed generation in between
 before the drive gives up (a child that fails the same way every time, e.g. a broken store)."""
 
@@ -84,6 +86,14 @@ class Child:
     killed: bool = False
     returncode: int | None = None
 
+    def kill(self) -> bool:
+        """SIGKILL this child's whole process group and reap it; False if it had already exited."""
+        if not group_kill(self.proc):
+            return False
+        self.killed = True
+        self.proc.wait()
+        return True
+
     def verdict(self) -> dict:
         try:
             lines = self.stdout.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -120,6 +130,13 @@ class DriveLog:
     faults: dict[str, int] = field(default_factory=dict)
     """Delivered faults per kind (``runtime.chaos.faults``); SIGKILLs are ``sigkill``."""
 
+    def delivered(self, *, kind: str, in_git: bool) -> None:
+        """Count one fault of ``kind`` that landed while the run had work left (``in_git``: a
+        SIGKILL that hit a git process of the holder)."""
+        self.kills += 1
+        self.faults[kind] = self.faults.get(kind, 0) + 1
+        self.kills_in_git += 1 if in_git and kind == "sigkill" else 0
+
 
 def _announced(stderr: Path) -> str | None:
     try:
@@ -133,7 +150,8 @@ def _announced(stderr: Path) -> str | None:
     return None
 
 
-def _row(run_id: str | None) -> dict:
+def run_row(run_id: str | None) -> dict:
+    """The run's ``phase``, ``generation`` and ``owner_worker`` (``{}``: no run, or the read failed)."""
     if run_id is None:
         return {}
     try:
@@ -210,7 +228,7 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
                     log.crash_point_kills += 1
             if log.run_id is None:
                 log.run_id = _announced(log.children[0].stderr)
-            row = _row(log.run_id)
+            row = run_row(log.run_id)
             if since_kill is not None and row.get("generation", 0) > since_kill[1]:
                 log.progress_seconds.append(now - since_kill[0])
                 since_kill = None
@@ -223,11 +241,11 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
                 log.error = f"the run did not stop within {child_timeout:.0f} s"
                 break
             if not alive:
-                if row.get("phase") in _STOPPED:
+                if row.get("phase") in STOPPED_PHASES:
                     break
                 rounds += 1
-                if rounds > _MAX_ROUNDS:
-                    log.error = f"gave up after {_MAX_ROUNDS} rounds of recoverers without progress"
+                if rounds > MAX_ROUNDS:
+                    log.error = f"gave up after {MAX_ROUNDS} rounds of recoverers without progress"
                     break
                 if log.run_id is None:
                     if not log.children[-1].killed:
@@ -241,7 +259,7 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
                 alive.extend(start("resume") for _ in range(rng.randint(1, max(1, recoverers))))
                 continue
             holder = next((c for c in alive if row.get("owner_worker") == c.worker), None)
-            if plan.kills > 0 and holder is not None and row.get("phase") not in _STOPPED:
+            if plan.kills > 0 and holder is not None and row.get("phase") not in STOPPED_PHASES:
                 if holder.kill_target is None:
                     holder.kill_target, holder.kill_delay = plan.next_kill(generation=row.get("generation", 0))
                 if holder.kill_at is None and row.get("generation", 0) >= holder.kill_target:
@@ -251,10 +269,7 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
                     kind = fault_kinds[log.kills % len(fault_kinds)]
                     in_git = bool(group_runs_git(holder.proc.pid))
                     if kind == "sigkill":
-                        landed = group_kill(holder.proc)
-                        if landed:
-                            holder.killed = True
-                            holder.proc.wait()
+                        landed = holder.kill()
                     else:
                         if injector is None:
                             raise ValueError(f"fault {kind!r} needs an injector")
@@ -264,24 +279,22 @@ def chaos_run_drive(*, task: Path, plan: KillSchedule, recoverers: int, rng: ran
                     if landed:
                         # The run stopped between the row read and the fault: it interrupted nothing
                         # that was left to do, so it does not count as delivered.
-                        if _row(log.run_id).get("phase") in _STOPPED:
+                        if run_row(log.run_id).get("phase") in STOPPED_PHASES:
                             log.late_kills += 1
                             continue
                         plan.kills -= 1
-                        log.kills += 1
-                        log.faults[kind] = log.faults.get(kind, 0) + 1
+                        log.delivered(kind=kind, in_git=in_git)
                         rounds = 0
-                        log.kills_in_git += 1 if in_git and kind == "sigkill" else 0
                         since_kill = (now, row.get("generation", 0))
                     continue
-            time.sleep(_POLL_SECONDS)
+            time.sleep(POLL_SECONDS)
     finally:
         # Interrupted (SIGTERM, ^C) or done: no child outlives the drive.
         for child in alive:
             if group_kill(child.proc):
                 child.proc.wait()
     log.missed = plan.kills
-    log.phase = _row(log.run_id).get("phase", "-")
+    log.phase = run_row(log.run_id).get("phase", "-")
     if log.phase != "completed" and not log.error:
         last = next((c for c in reversed(log.children) if c.returncode not in (None, -9)), None)
         log.error = (last.verdict().get("message") or last.verdict().get("stop_reason") or "") if last else ""

@@ -17,10 +17,15 @@ Each is a real fault of the kind deployments see, never a stand-in inside the co
   unless that filesystem is small (``MAX_FILL_BYTES``): it must be one the operator made for it;
 * ``slow-disk``: the work directory is a FUSE passthrough the command mounted
   (``runtime.chaos.slow_disk``); for a drawn 0.5-3 s every read, write and fsync through it
-  waits 20-200 ms, then it is fast again. Refused unless the work directory is that mount.
+  waits 20-200 ms, then it is fast again. Refused unless the work directory is that mount;
+* ``broker-restart``: the campaign's own Redis broker (``runtime.chaos.broker``) is SIGKILLed,
+  kept down for a drawn 0.5-3 s and started again on the same port, empty. A campaign with this
+  kind drives its runs through Celery (``runtime.chaos.celery_drive``), which delivers it itself
+  (as it does ``sigkill``). Refused unless ``redis-server`` is on ``PATH``.
 
 A fault *lands* when it did something to the run (a backend ended, the server restarted, the
-disk full or slow while the holder was alive); the drive counts those per kind.
+disk full or slow while the holder was alive, the broker killed while the run had work left);
+the drive counts those per kind.
 """
 
 from __future__ import annotations
@@ -38,16 +43,21 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
+from runtime.chaos.broker import BrokerServer, broker_restart_problem
 from runtime.chaos.slow_disk import slow_disk_mounted, slow_disk_window
 from runtime.errors import ChaosSetupError
 
-FAULT_KINDS = ("sigkill", "pg-terminate", "mark-store-down", "pg-restart", "disk-full", "slow-disk")
+FAULT_KINDS = ("sigkill", "pg-terminate", "mark-store-down", "pg-restart", "disk-full", "slow-disk",
+               "broker-restart")
 POSTGRES_ONLY = frozenset({"pg-terminate", "mark-store-down", "pg-restart"})
+THROUGH_CELERY = frozenset({"broker-restart"})
+"""Kinds whose campaign drives its runs through a Celery worker instead of ``run``/``resume``."""
 MAX_FILL_BYTES = 1 << 30
 """``disk-full`` fills only a filesystem of at most 1 GiB (a tmpfs or loop device made for it)."""
 _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 OUTAGE_SECONDS = (0.5, 3.0)
-"""How long ``mark-store-down``, ``disk-full`` and ``slow-disk`` last, drawn uniformly (seconds)."""
+"""How long ``mark-store-down``, ``disk-full``, ``slow-disk`` and ``broker-restart`` last, drawn
+uniformly (seconds)."""
 
 
 def _postgres(alias: str) -> dict[str, Any]:
@@ -89,10 +99,12 @@ class FaultInjector:
         workdir: the campaign's work directory (``disk-full`` fills its filesystem; ``slow-disk``
             slows its FUSE mount).
         restart_command: the shell command that restarts the PostgreSQL server (``pg-restart``).
+        broker: the campaign's own Redis server (``broker-restart``), started by the command.
     """
 
     workdir: Path
     restart_command: str = ""
+    broker: BrokerServer | None = None
 
     def check(self, kinds: list[str]) -> None:
         """Refuse, before anything runs, faults this set-up cannot inject.
@@ -100,7 +112,8 @@ class FaultInjector:
         Raises:
             ChaosSetupError: an unknown kind; a PostgreSQL fault on SQLite; ``pg-restart``
                 without a restart command; ``disk-full`` on a filesystem larger than
-                ``MAX_FILL_BYTES``; ``slow-disk`` on a work directory that is not the slow mount.
+                ``MAX_FILL_BYTES``; ``slow-disk`` on a work directory that is not the slow mount;
+                ``broker-restart`` without ``redis-server`` on ``PATH`` or without the broker.
         """
         for kind in kinds:
             if kind not in FAULT_KINDS:
@@ -121,11 +134,19 @@ class FaultInjector:
             if kind == "slow-disk" and not slow_disk_mounted(self.workdir):
                 raise ChaosSetupError("slow-disk needs the work directory on the FUSE mount `manage.py chaos` "
                                       "makes for it (run the command with --faults ...,slow-disk)")
+            if kind == "broker-restart":
+                problem = broker_restart_problem()
+                if problem:
+                    raise ChaosSetupError(problem)
+                if self.broker is None:
+                    raise ChaosSetupError("broker-restart needs the campaign's own broker (`manage.py chaos` "
+                                          "starts it)")
 
     def inject(self, *, kind: str, proc: subprocess.Popen[bytes], worker: str, rng: random.Random) -> bool:
         """Inject ``kind`` into the run whose lease ``worker`` (``proc``, a group leader) holds.
-        ``sigkill`` is not injected here: the drive delivers it itself, with its bookkeeping of
-        killed children (``runtime.chaos.drive``).
+        ``sigkill`` and ``broker-restart`` are not injected here: the drive delivers them itself,
+        with its bookkeeping of killed children and of the run's phase at the kill
+        (``runtime.chaos.drive``, ``runtime.chaos.celery_drive``).
 
         Returns:
             Whether it landed: the group was killed, a backend ended, the store or the disk was
@@ -158,6 +179,8 @@ class FaultInjector:
         if kind == "slow-disk":
             return slow_disk_window(workdir=self.workdir, alive=lambda: proc.poll() is None,
                                     seconds=rng.uniform(*OUTAGE_SECONDS))
+        if kind in ("sigkill", "broker-restart"):
+            raise ValueError(f"fault {kind!r} is delivered by the drive, not injected")
         raise ChaosSetupError(f"unknown fault {kind!r}")
 
     def _mark_store_down(self, *, proc: subprocess.Popen[bytes], seconds: float) -> bool:

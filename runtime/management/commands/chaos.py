@@ -12,7 +12,10 @@ command creates it, re-runs itself against it in a child process, and drops it (
 leaves it in the workdir (SQLite). ``--configured-database`` runs in the configured database.
 With ``--faults ...,slow-disk`` the command first mounts a FUSE passthrough at ``WORKDIR/disk``
 (``runtime.chaos.slow_disk``, a server process of its own) and runs all of that there, then
-stops the server and unmounts (DESIGN.md section 8.8).
+stops the server and unmounts (DESIGN.md section 8.8). With ``--faults ...,broker-restart`` the
+command that runs the campaign starts a ``redis-server`` of its own on a free loopback port
+(``runtime.chaos.broker``), drives every run through a Celery worker against it, and kills the
+server when it is done.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from runtime.chaos.broker import BrokerServer, broker_restart_problem
 from runtime.chaos.campaign import chaos_campaign
-from runtime.chaos.faults import FAULT_KINDS, FaultInjector
+from runtime.chaos.faults import FAULT_KINDS, THROUGH_CELERY, FaultInjector
 from runtime.chaos.scratch import SCRATCH_ENV, chaos_scratch_create, chaos_scratch_drop
 from runtime.chaos.slow_disk import slow_disk_mount, slow_disk_mounted, slow_disk_unmount
 from runtime.errors import RatchetError
@@ -96,7 +100,9 @@ class Command(BaseCommand):
                             "disk-full needs --workdir on a small filesystem (at most 1 GiB); slow-disk "
                             "mounts a FUSE passthrough at WORKDIR/disk (needs /dev/fuse, libfuse 3 and "
                             "mfusepy) and runs the campaign there, each fault slowing every read, write "
-                            "and fsync by 20-200 ms for 0.5-3 s")
+                            "and fsync by 20-200 ms for 0.5-3 s; broker-restart (needs redis-server) drives "
+                            "the runs through a Celery worker on a Redis server the command starts on a "
+                            "free loopback port, and SIGKILLs and restarts that server empty for 0.5-3 s")
         parser.add_argument("--pg-restart-command", default="",
                             help="shell command that restarts the PostgreSQL server, for the pg-restart fault")
 
@@ -104,6 +110,9 @@ class Command(BaseCommand):
         # Every option is checked before anything is made (a temporary workdir, a scratch store),
         # so a mistyped fault kind leaves nothing behind.
         fault_kinds = _fault_kinds(options["faults"])
+        problem = broker_restart_problem() if THROUGH_CELERY & set(fault_kinds) else None
+        if problem:
+            raise CommandError(f"set-up error: {problem}", returncode=EXIT_SETUP)
         task = Path(options["task"]).resolve()
         if not task.is_file():
             raise CommandError(f"set-up error: no task spec at {task}", returncode=EXIT_SETUP)
@@ -136,18 +145,25 @@ class Command(BaseCommand):
                 self.stderr.write(f"run {index}: {log.run_id} {log.phase}, {log.kills} kills{missed}, "
                                   f"{len(log.children)} children, {'ok' if checks.passed else 'VIOLATION'}")
 
+        # The broker-restart fault's own Redis server; stopped by pid below, SIGTERM included.
+        broker = BrokerServer(directory=workdir / "broker") if THROUGH_CELERY & set(fault_kinds) else None
         try:
+            if broker is not None:
+                broker.start()
             report = chaos_campaign(spec=task, runs=options["runs"], kills=options["kills"], seed=options["seed"],
                                     recoverers=options["recoverers"], lease_seconds=options["lease_seconds"],
                                     crash_points=_crash_points() if options["crash_points"] else None,
                                     workdir=workdir, child_timeout=options["timeout"], store=store,
                                     on_run=progress, fault_kinds=fault_kinds,
-                                    injector=FaultInjector(workdir=workdir,
+                                    injector=FaultInjector(workdir=workdir, broker=broker,
                                                            restart_command=options["pg_restart_command"]))
         except ValueError as exc:
             raise CommandError(f"set-up error: {exc}", returncode=EXIT_SETUP) from None
         except RatchetError as exc:
             raise CommandError(f"set-up error ({type(exc).__name__}): {exc}", returncode=EXIT_SETUP) from None
+        finally:
+            if broker is not None:
+                broker.kill()
         if options["json"]:
             body = asdict(report)
             body.update(passed=report.passed, verdict=report.verdict(), short_of_kills=report.short_of_kills)
