@@ -27,6 +27,26 @@ log = logging.getLogger("runtime.workers.presence")
 STALE_PERIODS = 3
 """A row not renewed for this many periods names a worker that is gone."""
 
+_WRITING = threading.Lock()
+"""Held by the presence thread while it writes, and by a fork of this process until it is done.
+
+The Celery main process forks its pool processes while this thread may be inside a write. A
+child forked then inherits the library's in-memory record of a lock its parent's thread held:
+SQLite keeps such locks per process, so every connection the child opens on that database file
+is refused (``database is locked``) for as long as it lives, while the parent, which released
+the real lock, and every other process go on. (Found by the chaos campaign's broker restarts,
+which make Celery replace pool processes; DESIGN.md section 8.8.) So a fork waits for a write
+in flight, and the thread gives its connection back after every write."""
+
+
+def _fork_after_in_child() -> None:
+    global _WRITING  # noqa: PLW0603 - the child's copy is held by the fork: it starts unlocked
+    _WRITING = threading.Lock()
+
+
+os.register_at_fork(before=lambda: _WRITING.acquire(), after_in_parent=lambda: _WRITING.release(),
+                    after_in_child=_fork_after_in_child)
+
 
 @dataclass(frozen=True)
 class PresentWorker:
@@ -103,14 +123,13 @@ class PresenceBeat:
             connections.close_all()
 
     def _run(self) -> None:
-        try:
-            while True:
+        while True:
+            with _WRITING:
                 try:
                     worker_presence_write(name=self.name, queues=self.queues)
                 except Exception:
                     log.exception("worker %s: presence not renewed", self.name)
-                    connections.close_all()  # a broken connection is reopened next period
-                if self._stop.wait(self.period):
-                    return
-        finally:
-            connections.close_all()
+                finally:
+                    connections.close_all()  # nothing open between writes (see _WRITING)
+            if self._stop.wait(self.period):
+                return
