@@ -81,8 +81,9 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
     # bytes on a local disk are re-hashed below before anything is written, so asking the
     # database whether the row exists would only cost a round trip. Elsewhere (no commit to
     # ride on, or object storage, where re-reading the bytes costs more than the read) it is asked.
-    local = row_writes is not None and _local_path(default_storage, name) is not None
-    if not local and _row_exists(digest) and (location is not None or default_storage.exists(name)):
+    on_disk = _local_path(default_storage, name) is not None
+    asked = not (on_disk and row_writes is not None)
+    if asked and _row_exists(digest) and (location is not None or default_storage.exists(name)):
         return digest
     if location is not None and len(location) <= Attachment._meta.get_field("storage_name").max_length:
         # Git holds these bytes already: record where, write nothing.
@@ -91,7 +92,7 @@ def attachment_put(*, data: bytes, content_type: str = "application/octet-stream
         return digest
     if stored_digest(default_storage, name) != digest:
         try:
-            if _local_path(default_storage, name) is not None:
+            if on_disk:
                 _file_replace(default_storage, name, data)
             else:
                 _storage_save(default_storage, name, data, digest)

@@ -46,8 +46,9 @@ def _file_entry(fd: int) -> Entry:
     h = hashlib.sha256()
     while chunk := os.read(fd, 1 << 20):
         h.update(chunk)
-    digest_remember(st, h.hexdigest(), read_at_ns=read_at)
-    return {"sha256": h.hexdigest(), "executable": executable}
+    sha256 = h.hexdigest()
+    digest_remember(st, sha256, read_at_ns=read_at)
+    return {"sha256": sha256, "executable": executable}
 
 
 def entry_at(dir_fd: int, name: str) -> Entry | None:
